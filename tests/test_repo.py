@@ -1,0 +1,57 @@
+"""The repository's own promises: README generated from nbs/index.ipynb, CI running the README's test command,
+the exported package in step with the notebooks, and a core package that imports without the `viz` extra."""
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_is_generated_from_index():
+    render = runpy.run_path(str(ROOT / "nbs" / "make_readme.py"))["render_readme"]
+    assert (ROOT / "README.md").read_text(encoding="utf-8") == render(), \
+        "README.md is stale: run `python nbs/make_readme.py` after editing nbs/index.ipynb"
+
+
+def test_readme_gives_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Two commands", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2, commands
+    assert "# the main job" in commands[0] and "# every test" in commands[1]
+    extracted = subprocess.run(["bash", "-c", "grep -m1 '# every test' README.md | sed 's/[[:space:]]*#.*$//'"],
+                               cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    assert extracted == commands[1].split("#")[0].strip()
+    assert "pytest" in extracted
+    assert "grep -m1 '# every test' README.md" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_exported_package_matches_notebooks(tmp_path):
+    for name in ("nbs", "transformer_nb"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
+    shutil.copy(ROOT / "settings.ini", tmp_path)
+    subprocess.run(["nbdev_export"], cwd=tmp_path, check=True, capture_output=True)
+    for py in sorted((ROOT / "transformer_nb").glob("*.py")):
+        assert (tmp_path / "transformer_nb" / py.name).read_text() == py.read_text(), \
+            f"transformer_nb/{py.name} differs from what nbdev_export writes: run nbdev_export and commit"
+
+
+def test_core_modules_import_without_viz_extra():
+    code = ("import sys, importlib, pkgutil\n"
+            "for blocked in ('pandas', 'altair', 'vl_convert', 'fastcore', 'nbdev'): sys.modules[blocked] = None\n"
+            "import transformer_nb\n"
+            "for m in pkgutil.iter_modules(transformer_nb.__path__):\n"
+            "    importlib.import_module('transformer_nb.' + m.name)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_console_script():
+    ok = subprocess.run(["transformer-nb", "summary", "--N", "1", "--src-vocab", "10", "--tgt-vocab", "12"],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    assert "total" in ok.stdout and "N=1" in ok.stdout
+    bad = subprocess.run(["transformer-nb", "summary", "--h", "5"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "d_model=512 must be divisible by the number of heads h=5" in bad.stderr
