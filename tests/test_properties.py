@@ -1,0 +1,191 @@
+"""Property-based correctness tests (hypothesis): causality, padding invariance, permutation equivariance,
+gradients, determinism, and clear errors for bad input. Sizes are bounded so the suite stays fast."""
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from transformer_nb.attention import attention, MultiHeadedAttention
+from transformer_nb.copy_task import CopyConfig, train_copy
+from transformer_nb.masks import padding_mask, make_std_mask, subsequent_mask
+from transformer_nb.model import make_model
+
+PAD = 0
+V = 13
+FAST = settings(max_examples=25, deadline=None)
+
+
+def small_model(seed, pre_norm=False, learned_pos=False, dropout=0.0, max_len=64):
+    torch.manual_seed(seed)
+    return make_model(V, V, N=2, d_model=16, d_ff=32, h=2, dropout=dropout, pre_norm=pre_norm,
+                      learned_pos=learned_pos, max_len=max_len, padding_idx=PAD).eval()
+
+
+def tokens(gen, batch, length, lengths=None):
+    t = torch.randint(1, V, (batch, length), generator=gen)
+    if lengths is not None:
+        t[torch.arange(length) >= lengths.unsqueeze(1)] = PAD
+    return t
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), pre_norm=st.booleans(), learned_pos=st.booleans(),
+       batch=st.integers(1, 3), len_src=st.integers(1, 8), len_tgt=st.integers(2, 9), data=st.data())
+def test_decoder_is_causal(seed, pre_norm, learned_pos, batch, len_src, len_tgt, data):
+    "Decoder outputs before position t do not depend on target tokens at or after t."
+    t = data.draw(st.integers(0, len_tgt - 1))
+    model, gen = small_model(seed, pre_norm, learned_pos), torch.Generator().manual_seed(seed)
+    src, tgt = tokens(gen, batch, len_src), tokens(gen, batch, len_tgt)
+    changed = tgt.clone()
+    changed[:, t:] = tokens(gen, batch, len_tgt - t)
+    src_mask = padding_mask(src, PAD)
+    with torch.no_grad():
+        a = model(src, tgt, src_mask, make_std_mask(tgt, PAD))
+        b = model(src, changed, src_mask, make_std_mask(changed, PAD))
+    torch.testing.assert_close(a[:, :t], b[:, :t], rtol=0, atol=1e-5)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), pre_norm=st.booleans(), batch=st.integers(1, 3),
+       len_src=st.integers(1, 8), extra=st.integers(1, 5), len_tgt=st.integers(2, 8))
+def test_masked_source_padding_changes_nothing(seed, pre_norm, batch, len_src, extra, len_tgt):
+    "Appending masked padding to the source leaves the encoder (at real positions) and the decoder unchanged."
+    model, gen = small_model(seed, pre_norm), torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, len_src + 1, (batch,), generator=gen)
+    src = tokens(gen, batch, len_src, lengths)
+    padded = torch.cat([src, torch.full((batch, extra), PAD)], dim=1)
+    tgt = tokens(gen, batch, len_tgt)
+    with torch.no_grad():
+        mem_a, mem_b = model.encode(src, padding_mask(src, PAD)), model.encode(padded, padding_mask(padded, PAD))
+        out_a = model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
+        out_b = model(padded, tgt, padding_mask(padded, PAD), make_std_mask(tgt, PAD))
+    real = padding_mask(src, PAD)[:, 0]
+    torch.testing.assert_close(mem_a[real], mem_b[:, :len_src][real], rtol=0, atol=1e-5)
+    torch.testing.assert_close(out_a, out_b, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_fully_padded_sequence_is_finite(pre_norm):
+    "A source made only of padding gives finite outputs and finite gradients."
+    model = small_model(0, pre_norm).train()
+    src = torch.tensor([[PAD] * 5, [3, 4, 5, PAD, PAD]])
+    tgt = torch.tensor([[1, 4, 5], [1, 6, 7]])
+    out = model.generator(model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD)))
+    assert torch.isfinite(out).all()
+    out.sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is None or torch.isfinite(p.grad).all(), name
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), pre_norm=st.booleans(), batch=st.integers(1, 3), length=st.integers(2, 9),
+       use_mask=st.booleans())
+def test_encoder_without_positions_is_permutation_equivariant(seed, pre_norm, batch, length, use_mask):
+    "Without positional encoding, permuting the input positions permutes the encoder's outputs the same way."
+    model, gen = small_model(seed, pre_norm), torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, length, 16, generator=gen)
+    mask = torch.rand(batch, 1, length, generator=gen) > 0.3 if use_mask else None
+    if mask is not None:
+        mask[:, :, 0] = True                                             # keep at least one key
+    perm = torch.randperm(length, generator=gen)
+    with torch.no_grad():
+        out = model.encoder(x, mask)
+        out_perm = model.encoder(x[:, perm], None if mask is None else mask[..., perm])
+    torch.testing.assert_close(out_perm, out[:, perm], rtol=0, atol=1e-5)
+
+
+def test_gradcheck_attention():
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 4, 5, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.tensor([[True, True, False, True], [True, False, False, False], [False] * 4, [True] * 4])  # (len_q, len_k); one row fully masked
+    assert torch.autograd.gradcheck(lambda q, k, v: attention(q, k, v, mask)[0], (q, k, v))
+    assert torch.autograd.gradcheck(lambda q, k, v: attention(q, k, v)[0], (q, k, v))
+
+
+@pytest.mark.parametrize("store_weights", [False, True])
+def test_gradcheck_multi_headed_attention(store_weights):
+    torch.manual_seed(0)
+    mha = MultiHeadedAttention(2, 8, dropout=0.0).double()
+    mha.store_weights = store_weights
+    q = torch.randn(2, 3, 8, dtype=torch.float64, requires_grad=True)
+    kv = torch.randn(2, 4, 8, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[[True, True, False, False]], [[True, True, True, True]]])
+    assert torch.autograd.gradcheck(lambda q, kv: mha(q, kv, kv, mask), (q, kv))
+    assert torch.autograd.gradcheck(lambda q: mha(q, q, q, subsequent_mask(3)), (q,))
+
+
+def test_eval_mode_is_deterministic():
+    model = small_model(0, dropout=0.3)
+    src, tgt = torch.randint(1, V, (2, 6)), torch.randint(1, V, (2, 5))
+    args = (src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
+    with torch.no_grad():
+        assert torch.equal(model(*args), model(*args))
+        model.train()
+        assert not torch.equal(model(*args), model(*args))               # dropout on: it does vary
+
+
+def test_fixed_seed_reproduces_training_losses():
+    config = CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, target_accuracy=2.0, seed=3)
+    first = [r["loss"] for r in train_copy(config)[1]]
+    second = [r["loss"] for r in train_copy(config)[1]]
+    assert first == second
+    other = [r["loss"] for r in train_copy(CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, target_accuracy=2.0, seed=4))[1]]
+    assert other != first
+
+
+# ---- bad input: each error names the argument and what was expected ----
+
+@pytest.fixture(scope="module")
+def model():
+    return small_model(0, max_len=16)
+
+
+def _args(src, tgt):
+    return src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD)
+
+
+def test_wrong_rank(model):
+    src = torch.randint(1, V, (2, 5))
+    with pytest.raises(ValueError, match=r"`src` and `tgt` must be \(batch, len\)"):
+        model(src.unsqueeze(0), src, padding_mask(src, PAD), None)
+    with pytest.raises(ValueError, match=r"`query` must have shape \(batch, len, d_model=8\)"):
+        MultiHeadedAttention(2, 8)(torch.randn(5, 8), torch.randn(5, 8), torch.randn(5, 8))
+
+
+def test_mismatched_batch_sizes(model):
+    with pytest.raises(ValueError, match=r"same batch size, got shapes \(2, 5\) and \(3, 4\)"):
+        model(*_args(torch.randint(1, V, (2, 5)), torch.randint(1, V, (3, 4))))
+    with pytest.raises(ValueError, match="`query`, `key` and `value` must have the same batch size, got 2, 3 and 3"):
+        MultiHeadedAttention(2, 8)(torch.randn(2, 4, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 8))
+
+
+def test_mask_shapes_that_do_not_broadcast(model):
+    src, tgt = torch.randint(1, V, (2, 5)), torch.randint(1, V, (2, 4))
+    with pytest.raises(ValueError, match=r"`src_mask` of shape \(2, 1, 6\) does not broadcast to \(2, 1, 5\)"):
+        model(src, tgt, torch.ones(2, 1, 6, dtype=torch.bool), make_std_mask(tgt, PAD))
+    with pytest.raises(ValueError, match=r"`tgt_mask` of shape \(2, 3, 3\) does not broadcast to \(2, 4, 4\)"):
+        model(src, tgt, padding_mask(src, PAD), torch.ones(2, 3, 3, dtype=torch.bool))
+
+
+def test_token_ids_outside_the_vocabulary(model):
+    src, tgt = torch.randint(1, V, (2, 5)), torch.randint(1, V, (2, 4))
+    with pytest.raises(ValueError, match=r"`src` holds token ids in \[\d+, 13\], but the vocabulary has 13 tokens"):
+        model(*_args(torch.cat([src, torch.full((2, 1), 13)], 1), tgt))
+    with pytest.raises(ValueError, match=r"`tgt` holds token ids in \[-1, \d+\]"):
+        model(*_args(src, torch.cat([tgt, torch.full((2, 1), -1)], 1)))
+
+
+def test_sequence_longer_than_the_positional_table(model):
+    src = torch.randint(1, V, (1, 17))
+    with pytest.raises(ValueError, match="length 17 starting at `start`=0, but max_len=16"):
+        model(*_args(src, src[:, :4]))
+
+
+def test_d_model_not_divisible_by_h():
+    with pytest.raises(ValueError, match="d_model=30 must be divisible by the number of heads h=4"):
+        make_model(V, V, N=1, d_model=30, h=4)
+
+
+def test_non_integer_tokens(model):
+    src = torch.rand(2, 5)
+    with pytest.raises(TypeError, match="`src` must hold integer token ids"):
+        model(src, torch.randint(1, V, (2, 4)), torch.ones(2, 1, 5, dtype=torch.bool), None)
