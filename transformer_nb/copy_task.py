@@ -37,7 +37,7 @@ def copy_sequences(n: int, vocab: int = 11, min_len: int = 1, max_len: int = 10,
 
 
 def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None):
-    "A list of `n_batches` copy-task `Batch`es (source = target)."
+    "A list of `n_batches` copy-task `Batch` objects (source = target)."
     return [Batch(s, s, pad=PAD) for s in
             (copy_sequences(batch_size, vocab, min_len, max_len, generator) for _ in range(n_batches))]
 

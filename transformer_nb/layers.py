@@ -101,7 +101,7 @@ def clones(module: nn.Module, N: int) -> nn.ModuleList:
 
 
 def _final_norm(layer, final_norm: bool | None) -> nn.Module:
-    "A LayerNorm to end a stack of `layer`s: by default only when the layers are pre-norm."
+    "A LayerNorm to end a stack of layers: by default only when the layers are pre-norm."
     final_norm = layer.pre_norm if final_norm is None else final_norm
     return LayerNorm(layer.size) if final_norm else nn.Identity()
 
@@ -128,7 +128,7 @@ class Decoder(nn.Module):
         self.norm = _final_norm(layer, final_norm)
 
     def forward(self, x, memory, src_mask, tgt_mask, cache: list | None = None):
-        "`cache`: one dict of `KVCache`s per layer, for decoding one position at a time (chapter 06)."
+        "`cache`: one dict of `KVCache` objects per layer, for decoding one position at a time (chapter 06)."
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[i])
         return self.norm(x)

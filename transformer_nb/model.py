@@ -34,7 +34,7 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, memory, src_mask, tgt, tgt_mask, cache: list | None = None, start: int = 0):
         """`tgt` `(batch, len_tgt)` ids, `tgt_mask` `(batch, len_tgt, len_tgt)` → `(batch, len_tgt, d_model)`.
-        For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and `cache` the decoder's `KVCache`s."""
+        For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and `cache` the decoder's `KVCache` objects."""
         check_tokens(tgt, _vocab(self.tgt_embed), "tgt")
         check_mask(tgt_mask, (tgt.size(0), tgt.size(-1), tgt.size(-1)), "tgt_mask")
         return self.decoder(self.embed_tgt(tgt, start), memory, src_mask, tgt_mask, cache)

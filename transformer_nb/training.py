@@ -125,7 +125,7 @@ class Progress:
 def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mode: str = "train",
               accum_iter: int = 1, train_state: TrainState | None = None, log_every: int = 40,
               progress: bool | None = None, total: int | None = None):
-    "One pass over `data_iter` (of `Batch`es); returns `(loss per token, train_state)`."
+    "One pass over `data_iter` (of `Batch` objects); returns `(loss per token, train_state)`."
     if mode not in ("train", "eval"):
         raise ValueError(f"`mode` must be 'train' or 'eval', got {mode!r}")
     train = mode == "train"

@@ -1,0 +1,182 @@
+"""The committed docs site: current with the notebooks, internally linked, small, and working in a real browser.
+
+The browser test drives Debian's chromium through playwright (never `playwright install`). Every page is opened
+both from a local static server on 127.0.0.1 and from file://. On failure it saves a screenshot and the collected
+errors under test-artifacts/docs/.
+"""
+import functools
+import http.server
+import json
+import os
+import runpy
+import shutil
+import threading
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urlparse, unquote
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+ARTIFACTS = ROOT / "test-artifacts" / "docs"
+CHROMIUM = "/usr/bin/chromium"
+PAGES = sorted(p.name for p in DOCS.glob("*.html"))
+CHAPTERS = ["embedding.html", "masks.html", "attention.html", "layers.html", "model.html", "training.html",
+            "decoding.html", "copy_task.html", "interop.html", "cli.html"]
+
+
+def test_docs_are_current():
+    "docs/ must be rebuilt (python nbs/build_docs.py) whenever a notebook changes."
+    built = json.loads((DOCS / "_notebook_hashes.json").read_text())
+    current = runpy.run_path(str(ROOT / "nbs" / "build_docs.py"))["notebook_hashes"]()
+    stale = sorted(set(built) ^ set(current) | {k for k in built.keys() & current.keys() if built[k] != current[k]})
+    assert not stale, f"docs/ is stale for {stale}: run `python nbs/build_docs.py` and commit docs/"
+
+
+def test_site_files():
+    assert (DOCS / ".nojekyll").exists()
+    assert not list(DOCS.rglob("*.map"))
+    size = sum(p.stat().st_size for p in DOCS.rglob("*") if p.is_file())
+    assert size < 30 * 2**20, f"docs/ is {size / 2**20:.1f} MB"
+    for page in ["index.html", "api.html", *CHAPTERS]:
+        assert page in PAGES, page
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.links, self.sources = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.links.append(a["href"])
+        for key in ("src", "href") if tag in ("script", "link", "img") else ():
+            if a.get(key):
+                self.sources.append(a[key])
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(path: Path):
+    p = _Links()
+    p.feed(path.read_text(encoding="utf-8"))
+    return p
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_internal_links_and_assets_resolve(page):
+    "Every local link points to an existing page and anchor; every script, style and image is a local file."
+    parsed = _parse(DOCS / page)
+    for href in parsed.links:
+        url = urlparse(href)
+        if url.scheme or href.startswith("mailto:"):
+            continue
+        target = DOCS / unquote(url.path) if url.path else DOCS / page
+        assert target.exists(), f"{page}: link to missing {href}"
+        if url.fragment and target.suffix == ".html":
+            assert url.fragment in _parse(target).ids, f"{page}: link to missing anchor {href}"
+    for src in parsed.sources:
+        url = urlparse(src)
+        assert not url.scheme and not src.startswith("//"), f"{page}: loads {src} from outside the site"
+        assert (DOCS / unquote(url.path)).exists(), f"{page}: missing asset {src}"
+
+
+# ---- the real browser ----
+
+def _browser_or_skip():
+    "playwright's sync API, or a skip with the reason (a failure when TNB_REQUIRE_BROWSER is set, as in .ci/run)."
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = f"{CHROMIUM} is not installed (apt-get install chromium); .ci/run installs it"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = missing or "python playwright is not installed (pip install -e '.[dev]')"
+    if missing:
+        if os.environ.get("TNB_REQUIRE_BROWSER"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    return sync_playwright
+
+
+@pytest.fixture(scope="module")
+def server():
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(DOCS))
+    handler.log_message = lambda *a: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_playwright = _browser_or_skip()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                                             "--disable-component-update", "--no-first-run"])
+        yield b
+        b.close()
+
+
+CHECK_PAGE = """async () => {
+  const wait = (ms) => new Promise(r => setTimeout(r, ms));
+  for (let i = 0; i < 100 && window.MathJax && !(MathJax.startup && MathJax.startup.promise); i++) await wait(50);
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  const charts = [...document.querySelectorAll('.tnb-chart')];
+  const math = [...document.querySelectorAll('.math')];
+  return {
+    charts: charts.length,
+    undrawn: charts.filter(c => !c.querySelector('svg, canvas') || c.getBoundingClientRect().height < 20).length,
+    math: math.length,
+    untypeset: math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 60)),
+    nav: [...document.querySelectorAll('nav a, .bd-sidebar a')].map(a => a.getAttribute('href')),
+  };
+}"""
+
+
+@pytest.mark.parametrize("mode", ["http", "file"])
+def test_every_page_in_a_browser(browser, server, mode):
+    problems, summary = [], []
+    for page in PAGES:
+        if page in ("genindex.html", "search.html", "py-modindex.html"):
+            continue
+        ctx = browser.new_context()
+        tab = ctx.new_page()
+        errors, outside = [], []
+        base = server if mode == "http" else DOCS.as_uri()
+        origin = urlparse(server).netloc
+        tab.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        tab.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+
+        def on_request(req, outside=outside):
+            u = urlparse(req.url)
+            if u.scheme in ("data", "blob", "about"):
+                return
+            if (mode == "http" and u.netloc != origin) or (mode == "file" and u.scheme != "file"):
+                outside.append(req.url)
+        tab.on("request", on_request)
+        tab.goto(f"{base}/{page}", wait_until="load")
+        info = tab.evaluate(CHECK_PAGE)
+        bad = errors + [f"request outside the site: {u}" for u in outside]
+        if info["undrawn"]:
+            bad.append(f"{info['undrawn']} of {info['charts']} charts not drawn")
+        if info["untypeset"]:
+            bad.append(f"math not typeset: {info['untypeset'][:3]}")
+        missing_nav = [c for c in CHAPTERS if c != page and not any(h and h.split("#")[0].endswith(c) for h in info["nav"])]
+        if missing_nav:
+            bad.append(f"navigation lacks {missing_nav}")
+        summary.append(f"{page}: {info['charts']} charts, {info['math']} math")
+        if bad:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            shot = ARTIFACTS / f"{mode}-{page}.png"
+            tab.screenshot(path=str(shot), full_page=True)
+            (ARTIFACTS / f"{mode}-{page}.txt").write_text("\n".join(bad))
+            problems.append(f"{page}: {bad} (screenshot {shot.relative_to(ROOT)})")
+        ctx.close()
+    assert not problems, "\n".join(problems)
+    assert any("charts" in s and not s.split(": ")[1].startswith("0 charts") for s in summary)
