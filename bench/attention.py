@@ -7,21 +7,12 @@ measured alternately in one run.
 """
 import argparse
 import statistics
-import time
 
 import torch
 
+from _timing import timed
 from transformer_nb.attention import attention, sdpa_attention
 from transformer_nb.masks import subsequent_mask
-
-
-def timed(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main():

@@ -5,23 +5,13 @@ both measured in the same run on the same model.
     python bench/decoding.py --d-model 256 --N 3 --lengths 16 64 128 256
 """
 import argparse
-import statistics
-import time
 
 import torch
 
+from _timing import timed
 from transformer_nb.decoding import greedy_decode
 from transformer_nb.masks import padding_mask
 from transformer_nb.model import make_model
-
-
-def timed(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main():
