@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent
-collect_ignore_glob = ["docs/*", "_proc/*", "build/*", "bench/*"]
+collect_ignore_glob = ["docs/*", "_proc/*", "_build/*", "build/*", "bench/*", "test-artifacts/*"]
 
 _RUNNER = """
 import sys
