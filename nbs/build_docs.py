@@ -8,7 +8,8 @@ Quarto cannot run here, so this replaces `nbdev_docs`:
    directives mapped to myst-nb tags, SVG charts inlined, links to the docs host made relative.
 3. Sphinx + myst-nb (outputs rendered, never executed) + sphinx-book-theme render the site into `docs/`, with
    MathJax from a local copy (npm package `mathjax@3`, SVG output: no web fonts) and an autodoc API page.
-4. `docs/_notebook_hashes.json` records a hash of every notebook the site was built from; a test compares it.
+4. `docs/_notebook_hashes.json` records a hash of every source the site was built from (notebooks, Sphinx
+   configuration, this script); a test compares it.
 """
 import hashlib
 import json
@@ -32,8 +33,9 @@ API_MODULES = ["embedding", "masks", "attention", "layers", "model", "training",
 
 
 def notebook_hashes() -> dict:
-    "sha256 of every notebook in nbs/ (what the site is built from)."
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(NBS.glob("*.ipynb"))}
+    "sha256 of everything the site is built from: the notebooks, the Sphinx configuration and this script."
+    sources = [*NBS.glob("*.ipynb"), *(p for p in (NBS / "sphinx").rglob("*") if p.is_file() and "__pycache__" not in p.parts), Path(__file__)]
+    return {p.relative_to(NBS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(sources)}
 
 
 def _text(src):

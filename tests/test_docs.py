@@ -27,7 +27,7 @@ CHAPTERS = ["embedding.html", "masks.html", "attention.html", "layers.html", "mo
 
 
 def test_docs_are_current():
-    "docs/ must be rebuilt (python nbs/build_docs.py) whenever a notebook changes."
+    "docs/ must be rebuilt (python nbs/build_docs.py) whenever a notebook, the Sphinx configuration or the build script changes."
     built = json.loads((DOCS / "_notebook_hashes.json").read_text())
     current = runpy.run_path(str(ROOT / "nbs" / "build_docs.py"))["notebook_hashes"]()
     stale = sorted(set(built) ^ set(current) | {k for k in built.keys() & current.keys() if built[k] != current[k]})
@@ -160,7 +160,10 @@ def test_every_page_in_a_browser(browser, server, mode):
             if (mode == "http" and u.netloc != origin) or (mode == "file" and u.scheme != "file"):
                 outside.append(req.url)
         tab.on("request", on_request)
-        tab.goto(f"{base}/{page}", wait_until="load")
+        # a missing file is an error whether or not the browser gets round to logging it before we look
+        tab.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+        tab.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} ({r.failure})"))
+        tab.goto(f"{base}/{page}", wait_until="networkidle")  # idle: late requests such as the favicon are in
         info = tab.evaluate(CHECK_PAGE)
         bad = errors + [f"request outside the site: {u}" for u in outside]
         if info["undrawn"]:

@@ -28,6 +28,7 @@ html_theme = "sphinx_book_theme"
 html_title = "transformer_nb"
 html_static_path = [os.environ.get("TNB_DOCS_STATIC", "_static")]
 html_css_files = ["transformer_nb.css"]
+html_favicon = "_static/favicon.svg"            # declared, so browsers do not ask the server for a missing /favicon.ico
 html_copy_source = False
 html_show_sourcelink = False
 html_context = {"default_mode": "light"}    # an explicit mode: the theme logs a console error without one
