@@ -176,8 +176,9 @@ def _optimizer_step(optimizer, scheduler, train_state):
         scheduler.step()                                                  # once per optimizer step
 
 # %% ../nbs/05_training.ipynb #174f6808
-def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: TrainState | None = None):
-    "Save config, weights, optimizer, scheduler, train state and RNG state to `path`."
+def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: TrainState | None = None,
+                    extra: dict | None = None):
+    "Save config, weights, optimizer, scheduler, train state, RNG state and `extra` (plain Python data, e.g. a tokenizer) to `path`."
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
     torch.save({
@@ -187,6 +188,7 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: Tr
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "train_state": asdict(train_state) if train_state is not None else None,
         "rng_state": torch.get_rng_state(),
+        "extra": extra,
     }, path)
 
 
