@@ -40,10 +40,14 @@ def test_exported_package_matches_notebooks(tmp_path):
 
 def test_core_modules_import_without_viz_extra():
     code = ("import sys, importlib, pkgutil\n"
-            "for blocked in ('pandas', 'altair', 'vl_convert', 'fastcore', 'nbdev'): sys.modules[blocked] = None\n"
+            "for blocked in ('pandas', 'altair', 'vl_convert', 'fastcore', 'nbdev', 'sacrebleu'): sys.modules[blocked] = None\n"
             "import transformer_nb\n"
             "for m in pkgutil.iter_modules(transformer_nb.__path__):\n"
-            "    importlib.import_module('transformer_nb.' + m.name)\n")
+            "    importlib.import_module('transformer_nb.' + m.name)\n"
+            "from transformer_nb.translation import bleu\n"
+            "try:\n    bleu(['a'], ['a'])\n"
+            "except ImportError as e:\n    assert \"pip install 'transformer-nb[translate]'\" in str(e), e\n"
+            "else:\n    raise SystemExit('bleu() without sacrebleu should raise ImportError')\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
