@@ -16,6 +16,8 @@ from .model import make_model, parameter_table
 from .training import save_checkpoint, model_from_checkpoint
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .decoding import greedy_decode
+from .translation import (TranslationConfig, train_translation, translate, bleu, load_multi30k,
+                                        save_translator, load_translator)
 
 # %% auto #0
 __all__ = ['build_parser', 'main']
@@ -96,6 +98,49 @@ def _copy(a: argparse.Namespace) -> int:
     return 0
 
 
+def _translate_data(a: argparse.Namespace, split: str):
+    if a.data is not None and not Path(a.data).is_dir():
+        raise ValueError(f"--data {a.data}: not a folder (expected one holding the six Multi30k .gz files)")
+    try:
+        return load_multi30k(split, a.data)
+    except OSError as e:                         # no internet, or a missing file in --data
+        raise ValueError(f"cannot read Multi30k ({e}); pass --data DIR with a local copy") from e
+
+
+def _translate(a: argparse.Namespace) -> int:
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: CUDA is not available on this machine (use --device cpu)")
+    if a.checkpoint is not None:
+        if not Path(a.checkpoint).is_file():
+            raise ValueError(f"--checkpoint {a.checkpoint}: no such file")
+        model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
+        print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, " + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
+    else:
+        config = TranslationConfig(vocab_size=a.vocab_size, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, epochs=a.epochs,
+                                   max_tokens=a.max_tokens, seed=a.seed, device=a.device)
+        train_pairs = _translate_data(a, "train")[: a.train_pairs]
+        val_pairs = _translate_data(a, "val")
+        print(f"training German->English on {len(train_pairs)} Multi30k pairs on {a.device}: vocabulary {config.vocab_size}, "
+              f"N={config.N}, d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs", flush=True)
+        report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
+                                 f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s", flush=True)
+        model, tokenizer, history = train_translation(config, train_pairs, val_pairs, on_epoch=report)
+        if a.save is not None:
+            save_translator(a.save, model, tokenizer, history)
+            print(f"saved the model and its tokenizer to {a.save}")
+    decoder = "greedy" if a.beam == 1 else f"beam {a.beam}"
+    if a.sentence:
+        for s, t in zip(a.sentence, translate(model, tokenizer, a.sentence, beam_size=a.beam)):
+            print(f"{s}\n  -> {t}")
+        return 0
+    test = _translate_data(a, "test")[: a.test_sentences]
+    hypotheses = translate(model, tokenizer, [de for de, _ in test], beam_size=a.beam)
+    print(f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): {bleu(hypotheses, [en for _, en in test])}")
+    for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
+        print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     "The `transformer-nb` argument parser, one sub-command per job."
     parser = argparse.ArgumentParser(prog="transformer-nb", description="The encoder-decoder Transformer of "
@@ -117,6 +162,28 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--checkpoint", metavar="PATH", help="load this checkpoint instead of training, then evaluate and decode")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
     c.set_defaults(run=_copy)
+    t = sub.add_parser("translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations")
+    dt = TranslationConfig()
+    t.add_argument("--data", metavar="DIR", help="local folder with the Multi30k files (default: download into "
+                   "~/.cache/transformer_nb, or $TRANSFORMER_NB_CACHE)")
+    t.add_argument("--epochs", type=_positive, default=dt.epochs, help=f"epochs (default: {dt.epochs})")
+    t.add_argument("--train-pairs", type=_positive, default=None, help="train on the first this many pairs only (default: all 29000)")
+    t.add_argument("--vocab-size", type=_positive, default=dt.vocab_size, help=f"joint BPE vocabulary (default: {dt.vocab_size})")
+    t.add_argument("--N", type=_positive, default=dt.N, help=f"layers per stack (default: {dt.N})")
+    t.add_argument("--d-model", type=_positive, default=dt.d_model, help=f"model width (default: {dt.d_model})")
+    t.add_argument("--d-ff", type=_positive, default=dt.d_ff, help=f"feed-forward width (default: {dt.d_ff})")
+    t.add_argument("--h", type=_positive, default=dt.h, help=f"attention heads (default: {dt.h})")
+    t.add_argument("--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})")
+    t.add_argument("--seed", type=int, default=dt.seed, help=f"random seed (default: {dt.seed})")
+    t.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
+    t.add_argument("--save", metavar="PATH", help="save the trained model and its tokenizer to this file")
+    t.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
+    t.add_argument("--beam", type=_positive, default=4, help="beam size; 1 decodes greedily (default: 4)")
+    t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
+                   "instead of scoring the test set")
+    t.add_argument("--test-sentences", type=_positive, default=1000, help="score the first this many test sentences (default: 1000)")
+    t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
+    t.set_defaults(run=_translate)
     p = sub.add_parser("summary", help="build a model and print its parameter count by part")
     _add_model_args(p)
     p.set_defaults(run=_summary)
