@@ -29,7 +29,7 @@ DOC_HOST = "https://transformer-nb.github.io/transformer_nb/"
 GIT_URL = "https://github.com/transformer-nb/transformer_nb"
 TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "include: false": "remove-cell",
         "code-fold: true": "hide-input"}
-API_MODULES = ["embedding", "masks", "attention", "layers", "model", "training", "decoding", "copy_task", "interop", "cli"]
+API_MODULES = ["embedding", "masks", "attention", "layers", "model", "training", "decoding", "copy_task", "interop", "translation", "cli"]
 
 
 def notebook_hashes() -> dict:
@@ -83,6 +83,8 @@ def _adapt_cell(cell, page_names):
             md = md[3:] if md.startswith("---") else md                 # its leading rule ("---") breaks docutils
             md = re.sub(r"^(#+) (.+)$", lambda m: f'<a id="{m[2].strip().lower()}"></a>\n\n{m[0]}', md,
                         count=1, flags=re.M)                            # nbdev's anchor (`#run_epoch`); docutils would make it run-epoch
+            md = re.sub(r'\[source\]\((\S+?)\)\{target="_blank" style="float:right; font-size:smaller"\}',
+                        r'<a class="tnb-source" href="\1" target="_blank" rel="noopener">source</a>', md)  # myst does not parse these attributes
             data["text/markdown"] = md.replace(DOC_HOST, "")             # output markdown keeps plain .html links
     return cell
 

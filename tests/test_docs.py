@@ -8,6 +8,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import runpy
 import shutil
 import threading
@@ -23,7 +24,7 @@ ARTIFACTS = ROOT / "test-artifacts" / "docs"
 CHROMIUM = "/usr/bin/chromium"
 PAGES = sorted(p.name for p in DOCS.glob("*.html"))
 CHAPTERS = ["embedding.html", "masks.html", "attention.html", "layers.html", "model.html", "training.html",
-            "decoding.html", "copy_task.html", "interop.html", "cli.html"]
+            "decoding.html", "copy_task.html", "interop.html", "translation.html", "cli.html"]
 
 
 def test_docs_are_current():
@@ -41,6 +42,15 @@ def test_site_files():
     assert size < 30 * 2**20, f"docs/ is {size / 2**20:.1f} MB"
     for page in ["index.html", "api.html", *CHAPTERS]:
         assert page in PAGES, page
+
+
+def test_no_unrendered_markdown():
+    "Markdown that Sphinx did not understand shows up as literal text, e.g. show_doc's `{target=...}` link attributes."
+    for page in PAGES:
+        html = (DOCS / page).read_text(encoding="utf-8")
+        prose = re.sub(r"<(pre|code|script)\b.*?</\1>", "", html, flags=re.S)    # code may contain anything
+        for leftover in ("{target=", "](http", "](#", ".ipynb)"):
+            assert leftover not in prose, f"{page} shows unrendered markdown {leftover!r}"
 
 
 class _Links(HTMLParser):
