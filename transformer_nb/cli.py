@@ -65,12 +65,17 @@ def _summary(a: argparse.Namespace) -> int:
     return 0
 
 
-def _copy(a: argparse.Namespace) -> int:
+def _check_device_and_checkpoint(a: argparse.Namespace):
+    "Refuse `--device cuda` without CUDA and a `--checkpoint` that is not a file, before any work is done."
     if a.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: CUDA is not available on this machine (use --device cpu)")
+    if a.checkpoint is not None and not Path(a.checkpoint).is_file():
+        raise ValueError(f"--checkpoint {a.checkpoint}: no such file")
+
+
+def _copy(a: argparse.Namespace) -> int:
+    _check_device_and_checkpoint(a)
     if a.checkpoint is not None:
-        if not Path(a.checkpoint).is_file():
-            raise ValueError(f"--checkpoint {a.checkpoint}: no such file")
         model = model_from_checkpoint(a.checkpoint, map_location=a.device).eval()
         vocab = model.config["src_vocab"]
         held = held_out_set(vocab=vocab)
@@ -108,11 +113,8 @@ def _translate_data(a: argparse.Namespace, split: str):
 
 
 def _translate(a: argparse.Namespace) -> int:
-    if a.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: CUDA is not available on this machine (use --device cpu)")
+    _check_device_and_checkpoint(a)
     if a.checkpoint is not None:
-        if not Path(a.checkpoint).is_file():
-            raise ValueError(f"--checkpoint {a.checkpoint}: no such file")
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
         print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, " + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
     else:
