@@ -315,6 +315,7 @@ class TranslationConfig:
     d_ff: int = 1024
     h: int = 4
     dropout: float = 0.1
+    pre_norm: bool = False        # the paper's post-norm
     smoothing: float = 0.1
     max_tokens: int = 2500        # per batch: sentences * longest sentence
     max_len: int = 100            # training pairs longer than this (in tokens) are dropped
@@ -337,7 +338,8 @@ def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokeniz
     val_batches = [b.to(config.device) for b in bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)]
     V = len(tokenizer)
     model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h, dropout=config.dropout,
-                       padding_idx=tokenizer.pad, tie_weights=True, share_embeddings=True).to(config.device)
+                       pre_norm=config.pre_norm, padding_idx=tokenizer.pad, tie_weights=True,
+                       share_embeddings=True).to(config.device)
     loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(V, tokenizer.pad, config.smoothing))
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = LambdaLR(optimizer, lambda step: rate(step, config.d_model, config.factor, config.warmup))
