@@ -24,7 +24,7 @@ def test_encode_decode_round_trip(texts, extra, vocab_extra):
         assert tok.unk not in tok.encode(text)
     new_text = "".join(c for c in extra if c.isspace() or c in alphabet)     # unseen text, seen characters
     assert tok.decode(tok.encode(new_text)) == " ".join(new_text.split())
-    assert tok.encode("Ω") == [tok.ids["▁"], tok.unk] if "▁" in tok.ids else tok.unk in tok.encode("Ω")
+    assert tok.encode("Ω")[-1] == tok.unk                                  # an unseen character
 
 
 @FAST

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from .masks import padding_mask
 from .model import make_model, parameter_table
 from .training import save_checkpoint, model_from_checkpoint
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
@@ -95,7 +96,7 @@ def _copy(a: argparse.Namespace) -> int:
     accuracy = copy_accuracy(model, held)
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
     examples = held[: a.examples].to(a.device)
-    out = greedy_decode(model, examples, (examples != PAD).unsqueeze(1), max_len=examples.size(1),
+    out = greedy_decode(model, examples, padding_mask(examples, PAD), max_len=examples.size(1),
                         start_symbol=BOS, end_symbol=EOS, pad_symbol=PAD)
     show = lambda t: " ".join(str(v) for v in t.tolist() if v not in (PAD, BOS, EOS))
     for s, o in zip(examples, out):

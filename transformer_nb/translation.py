@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from torch.optim.lr_scheduler import LambdaLR
 
+from .masks import padding_mask
 from .model import make_model
 from .training import (Batch, rate, LabelSmoothing, SimpleLossCompute, TrainState, run_epoch,
                                      save_checkpoint, model_from_checkpoint)
@@ -246,10 +248,7 @@ def encode_pairs(pairs, tokenizer: Tokenizer, max_len: int | None = None) -> lis
 
 def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:
     "Lists of ids -> `(len(seqs), longest)` tensor, padded at the end."
-    out = torch.full((len(seqs), max(map(len, seqs))), pad, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return out
+    return pad_sequence([torch.tensor(s, dtype=torch.long) for s in seqs], batch_first=True, padding_value=pad)
 
 
 def bucket_batches(examples, max_tokens: int, shuffle: bool = True, seed: int = 0, pad: int = Tokenizer.pad) -> list[Batch]:
@@ -284,7 +283,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     out = []
     for i in range(0, len(sentences), batch_size):
         src = _pad([tokenizer.encode(s, True, True) for s in sentences[i: i + batch_size]], tokenizer.pad).to(device)
-        src_mask = (src != tokenizer.pad).unsqueeze(1)                    # (batch, 1, len_src)
+        src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
         max_len = int(src.size(1) * 1.5) + 10
         if beam_size == 1:
             ys = greedy_decode(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, tokenizer.pad)
