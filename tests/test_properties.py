@@ -187,5 +187,5 @@ def test_d_model_not_divisible_by_h():
 
 def test_non_integer_tokens(model):
     src = torch.rand(2, 5)
-    with pytest.raises(TypeError, match="`src` must hold integer token ids"):
+    with pytest.raises(TypeError, match="`src` must hold token ids as torch.long"):
         model(src, torch.randint(1, V, (2, 4)), torch.ones(2, 1, 5, dtype=torch.bool), None)

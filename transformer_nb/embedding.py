@@ -19,8 +19,8 @@ def check_tokens(x, vocab: int, name: str = "x"):
     "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)`."
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
-    if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
-        raise TypeError(f"`{name}` must hold integer token ids (e.g. torch.long), got dtype {x.dtype}")
+    if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
+        raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
     if x.numel():
         lo, hi = (int(v) for v in torch.aminmax(x))
         if lo < 0 or hi >= vocab:

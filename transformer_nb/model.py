@@ -15,7 +15,7 @@ from .attention import MultiHeadedAttention, check_mask
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'Generator', 'make_model', 'count_parameters', 'parameter_table']
+__all__ = ['EncoderDecoder', 'Generator', 'check_config', 'make_model', 'count_parameters', 'parameter_table']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -69,16 +69,45 @@ class Generator(nn.Module):
         return self.proj(x).log_softmax(dim=-1)
 
 # %% ../nbs/04_model.ipynb #16acba25
+_INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")
+_BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings")
+
+
+def check_config(config: dict):
+    "Raise a clear error, naming the argument, unless `config` holds valid `make_model` arguments."
+    for name in _INT_ARGS:
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+    for name in _BOOL_ARGS:
+        if not isinstance(config[name], bool):
+            raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
+    if config["final_norm"] is not None and not isinstance(config["final_norm"], bool):
+        raise ValueError(f"`final_norm` must be True, False or None, got {config['final_norm']!r}")
+    dropout = config["dropout"]
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ValueError(f"`dropout` must be a probability in [0, 1), got {dropout!r}")
+    if config["d_model"] % config["h"]:
+        raise ValueError(f"d_model={config['d_model']} must be divisible by the number of heads h={config['h']} "
+                         f"(each head gets d_k = d_model / h dimensions)")
+    pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
+    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < smallest):
+        raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
+    if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
+        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "
+                         f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
+
+
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_len: int = 5000,
-               padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False) -> EncoderDecoder:
-    "Build an `EncoderDecoder` from hyper-parameters, Xavier-initialized; its `config` records the arguments."
+               padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False,
+               final_norm: bool | None = None) -> EncoderDecoder:
+    """Build an `EncoderDecoder` from hyper-parameters, Xavier-initialized; its `config` records the arguments.
+    `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one)."""
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                   pre_norm=pre_norm, learned_pos=learned_pos, max_len=max_len, padding_idx=padding_idx,
-                  tie_weights=tie_weights, share_embeddings=share_embeddings)
-    if share_embeddings and src_vocab != tgt_vocab:
-        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got src_vocab={src_vocab} "
-                         f"and tgt_vocab={tgt_vocab}")
+                  tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm)
+    check_config(config)
     c = copy.deepcopy
     attn = MultiHeadedAttention(h, d_model, dropout)
     ff = PositionwiseFeedForward(d_model, d_ff, dropout)
@@ -87,8 +116,8 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     src_emb = Embeddings(d_model, src_vocab, padding_idx)
     tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx)          # sized by the *target* vocabulary
     model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm), N),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm), N),
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm), N, final_norm),
+        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm), N, final_norm),
         nn.Sequential(src_emb, c(position)),
         nn.Sequential(tgt_emb, c(position)),
         Generator(d_model, tgt_vocab),

@@ -5,20 +5,28 @@
 # %% ../nbs/05_training.ipynb #d603918f
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
+import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, asdict
+from pathlib import Path
 
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LambdaLR
+from tqdm.auto import tqdm
 
 from .masks import padding_mask, make_std_mask
-from .model import make_model
+from .model import make_model, check_config
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'LabelSmoothing', 'SimpleLossCompute', 'TrainState', 'Progress', 'run_epoch', 'save_checkpoint',
-           'model_from_checkpoint', 'load_checkpoint']
+__all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'Batch', 'rate', 'LabelSmoothing', 'SimpleLossCompute', 'TrainState',
+           'run_epoch', 'show_progress', 'atomic_write', 'check_save_path', 'save_checkpoint', 'CheckpointError',
+           'read_checkpoint', 'model_from_checkpoint', 'load_checkpoint', 'noam_optimizer', 'train']
 
 # %% ../nbs/05_training.ipynb #9018830a
 class Batch:
@@ -84,7 +92,9 @@ class SimpleLossCompute:
 
     def __call__(self, x, y, norm):
         log_probs = self.generator(x)                                   # (batch, len, vocab)
-        loss = self.criterion(log_probs.reshape(-1, log_probs.size(-1)), y.reshape(-1)) / norm  # (batch*len, vocab), (batch*len,)
+        flat = log_probs.reshape(-1, log_probs.size(-1))                # (batch*len, vocab)
+        norm = max(norm, 1)                       # a batch of padding only: loss 0, not 0/0
+        loss = self.criterion(flat, y.reshape(-1)) / norm
         return loss.item() * norm, loss
 
 # %% ../nbs/05_training.ipynb #947263cd
@@ -96,30 +106,6 @@ class TrainState:
     samples: int = 0       # sentences seen
     tokens: int = 0        # label tokens seen
     history: list = field(default_factory=list)
-
-
-class Progress:
-    "A one-line progress display on stderr, drawn only when stderr is a terminal (or when `enabled=True`)."
-    def __init__(self, total: int | None = None, enabled: bool | None = None, stream=None):
-        self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.total = total
-
-    def update(self, i: int, **values):
-        if not self.enabled:
-            return
-        done = f"{i}/{self.total}" if self.total else f"{i}"
-        bar = ""
-        if self.total:
-            filled = int(20 * i / self.total)
-            bar = "[" + "#" * filled + "." * (20 - filled) + "] "
-        fields = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
-        self.stream.write(f"\r{bar}{done}  {fields}\033[K")
-        self.stream.flush()
-
-    def close(self):
-        if self.enabled:
-            self.stream.write("\n"); self.stream.flush()
 
 
 def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mode: str = "train",
@@ -135,10 +121,11 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
         raise ValueError(f"`accum_iter` must be at least 1, got {accum_iter}")
     train_state = train_state if train_state is not None else TrainState()
     model.train(train)
-    bar = Progress(total, progress)
+    total = total if total is not None else (len(data_iter) if hasattr(data_iter, "__len__") else None)
+    bar = tqdm(total=total, disable=not show_progress(progress), leave=False, unit="batch", desc=mode)
     total_loss, total_tokens, window_tokens, pending = 0.0, 0, 0, 0
     start = time.perf_counter()
-    with torch.set_grad_enabled(train):
+    with torch.set_grad_enabled(train), bar:
         for i, batch in enumerate(data_iter, 1):
             out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
             loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens)
@@ -157,15 +144,23 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
             lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0
             record = dict(step=train_state.step, loss=loss / max(batch.ntokens, 1),
                           tokens_per_s=window_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
-            bar.update(i, loss=record["loss"], tok_s=record["tokens_per_s"], lr=lr)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}", refresh=False)
+            bar.update()
             if train and i % log_every == 0:
                 train_state.history.append(record)
     if train and pending:
         _optimizer_step(optimizer, scheduler, train_state)                # left-over accumulated batches
     if train and (not train_state.history or train_state.history[-1]["step"] != train_state.step) and total_tokens:
         train_state.history.append(record)
-    bar.close()
     return total_loss / max(total_tokens, 1), train_state
+
+
+def show_progress(progress: bool | None = None) -> bool:
+    "`progress` if given; by default, draw bars in Jupyter and on a terminal, never into a log file."
+    if progress is not None:
+        return bool(progress)
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
 
 
 def _optimizer_step(optimizer, scheduler, train_state):
@@ -176,12 +171,63 @@ def _optimizer_step(optimizer, scheduler, train_state):
         scheduler.step()                                                  # once per optimizer step
 
 # %% ../nbs/05_training.ipynb #174f6808
+def atomic_write(path, write):
+    """Write a file all at once or not at all: `write(f)` fills a temporary file beside `path`, which is flushed to disk
+    and then renamed over `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never half."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())                                          # the bytes are on disk ...
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)                                             # ... before the name points at them
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    with contextlib.suppress(OSError):                                    # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def check_save_path(path, name: str = "path") -> Path:
+    """Check, before any work, that a file can be written at `path`: not empty, not a folder, its folder writable
+    (missing folders are created). Returns the path; raises `ValueError` naming `name` otherwise."""
+    if path is None or str(path).strip() == "":
+        raise ValueError(f"`{name}` is empty: give a file name such as model.pt")
+    path = Path(path).expanduser()
+    if path.is_dir() or str(path).endswith(os.sep):
+        raise ValueError(f"{name} {path}: is a folder; give a file name such as {path / 'model.pt'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"{name} {path}: cannot write there ({e.strerror or e})") from e
+    return path
+
+
 def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: TrainState | None = None,
-                    extra: dict | None = None):
-    "Save config, weights, optimizer, scheduler, train state, RNG state and `extra` (plain Python data, e.g. a tokenizer) to `path`."
+                    extra: dict | None = None, kind: str = "model"):
+    """Save config, weights, optimizer, scheduler, train state, RNG state, `extra` (plain Python data, e.g. a tokenizer)
+    and `kind` (what the model is for, e.g. 'copy') to `path`, atomically."""
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
-    torch.save({
+    checkpoint = {
+        "format": CHECKPOINT_FORMAT,
+        "kind": kind,
         "config": dict(model.config),
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
@@ -189,20 +235,107 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: Tr
         "train_state": asdict(train_state) if train_state is not None else None,
         "rng_state": torch.get_rng_state(),
         "extra": extra,
-    }, path)
+    }
+    atomic_write(path, lambda f: torch.save(checkpoint, f))
 
 
-def model_from_checkpoint(path, map_location="cpu"):
-    "Rebuild the model saved in `path` (with `make_model` and its saved config) and load its weights."
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+CHECKPOINT_FORMAT = "transformer-nb checkpoint 1"
+
+# %% ../nbs/05_training.ipynb #7bf0217d
+class CheckpointError(ValueError):
+    "A file that is not a usable transformer-nb checkpoint; the message is one line that says why."
+    def __init__(self, path, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path}: not a transformer-nb checkpoint ({reason})")
+
+
+MAX_POSITIONS = 100_000      # largest sinusoidal table built from a checkpoint (it is not stored in the file)
+
+
+def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
+    """Load and check a checkpoint without building anything: the safe loader (`weights_only=True`), the expected keys,
+    a valid config that agrees with every saved tensor's shape, finite weights, and `kind` when given.
+    Raises `CheckpointError` with a one-line reason for anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(path, "no such file")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:                                                # empty, truncated, text, hostile pickle, ...
+        raise CheckpointError(path, _load_error(e)) from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("config"), dict) or not isinstance(ckpt.get("model"), dict):
+        raise CheckpointError(path, "it holds no `config` and `model` entries")
+    saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "model")
+    if kind is not None and saved_kind != kind:
+        raise CheckpointError(path, f"it holds a {saved_kind} model, not a {kind} model")
+    try:
+        _check_config_against_weights(ckpt["config"], ckpt["model"])
+    except ValueError as e:
+        raise CheckpointError(path, str(e)) from None
+    ckpt["kind"] = saved_kind
+    return ckpt
+
+
+def _load_error(e: Exception) -> str:
+    text = str(e)
+    if "Weights only load failed" in text:                               # torch's advice to disable the check is omitted
+        detail = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0] if "WeightsUnpickler error:" in text else ""
+        return "it holds Python objects that the safe loader refuses to run" + (f": {detail}" if detail else "")
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return f"{type(e).__name__}: {first[:120]}"
+
+
+def _check_config_against_weights(config: dict, weights: dict):
+    "Cheap checks first (no model is built until the config is known to match the saved tensors)."
+    params = inspect.signature(make_model).parameters
+    defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+    unknown = set(config) - set(params)
+    if unknown:
+        raise ValueError(f"unknown config fields {sorted(unknown)}")
+    if not {"src_vocab", "tgt_vocab"} <= set(config):
+        raise ValueError("the config lacks src_vocab or tgt_vocab")
+    config = {**defaults, **config}
+    check_config(config)
+    if not all(isinstance(t, torch.Tensor) for t in weights.values()):
+        raise ValueError("`model` holds something other than tensors")
+    expect = {"src_embed.0.lut.weight": (config["src_vocab"], config["d_model"]),
+              "tgt_embed.0.lut.weight": (config["tgt_vocab"], config["d_model"]),
+              "encoder.layers.0.feed_forward.w_1.weight": (config["d_ff"], config["d_model"])}
+    for key, shape in expect.items():
+        if key not in weights or tuple(weights[key].shape) != shape:
+            got = tuple(weights[key].shape) if key in weights else "missing"
+            raise ValueError(f"config says {key} is {shape}, the file holds {got}")
+    for stack in ("encoder", "decoder"):
+        layers = {int(k.split(".")[2]) for k in weights if k.startswith(f"{stack}.layers.")}
+        if layers != set(range(config["N"])):
+            raise ValueError(f"config says N={config['N']}, the file holds {len(layers)} {stack} layers")
+    if not config["learned_pos"] and config["max_len"] > MAX_POSITIONS:
+        raise ValueError(f"max_len={config['max_len']} is more positions than {MAX_POSITIONS:,}")
+    with torch.device("meta"):                                            # shapes only: no memory, no random numbers
+        expected = make_model(**config).state_dict()
+    if set(expected) != set(weights):
+        diff = sorted(set(expected) ^ set(weights))
+        raise ValueError(f"weights do not match the config: {len(diff)} keys differ, e.g. {diff[0]}")
+    for key, tensor in weights.items():
+        if tensor.shape != expected[key].shape:
+            raise ValueError(f"{key} has shape {tuple(tensor.shape)}, the config needs {tuple(expected[key].shape)}")
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"{key} holds NaN or infinite values")
+
+
+def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
+    "Rebuild the model saved in `path` (checked by `read_checkpoint`), load its weights, and return it in eval mode."
+    ckpt = read_checkpoint(path, map_location, kind)
     model = make_model(**ckpt["config"])
     model.load_state_dict(ckpt["model"])
-    return model.to(map_location)
+    return model.to(map_location).eval()
 
 
-def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="cpu", restore_rng: bool = False) -> TrainState:
-    "Load weights into `model`, and state into `optimizer`/`scheduler` when given; returns the saved `TrainState`."
-    ckpt = torch.load(path, map_location=map_location, weights_only=True)
+def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="cpu",
+                    restore_rng: bool = False) -> tuple[TrainState, dict]:
+    """Load weights into `model`, and state into `optimizer`/`scheduler` when given.
+    Returns the saved `TrainState` and the `extra` data saved with it."""
+    ckpt = read_checkpoint(path, map_location)
     model.load_state_dict(ckpt["model"])
     if optimizer is not None and ckpt["optimizer"] is not None:
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -210,4 +343,67 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
         scheduler.load_state_dict(ckpt["scheduler"])
     if restore_rng:
         torch.set_rng_state(ckpt["rng_state"])
-    return TrainState(**ckpt["train_state"]) if ckpt["train_state"] else TrainState()
+    try:
+        state = TrainState(**ckpt["train_state"]) if ckpt.get("train_state") else TrainState()
+    except TypeError as e:
+        raise CheckpointError(path, f"a malformed train_state ({e})") from None
+    return state, ckpt.get("extra") or {}
+
+# %% ../nbs/05_training.ipynb #891e54f2
+def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
+    "The paper's optimizer: Adam (β = 0.9, 0.98; ε = 1e-9) with the Noam schedule `rate` for the model's `d_model`."
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    d_model = model.config["d_model"]
+    return optimizer, LambdaLR(optimizer, lambda step: rate(step, d_model, factor, warmup))
+
+
+def train(model, batches, epochs: int, loss_compute=None, optimizer=None, scheduler=None, *, accum_iter: int = 1,
+          smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
+          extra: dict | None = None, kind: str = "model", progress: bool | None = None) -> list[dict]:
+    """Train `model` for up to `epochs` epochs and return one record per epoch.
+
+    - `batches`: a list of `Batch`es used every epoch, or a function `batches(epoch)` returning that epoch's batches.
+    - `loss_compute`: default `SimpleLossCompute` with `LabelSmoothing(smoothing)` (the model needs a `padding_idx`);
+      `optimizer`/`scheduler`: default `noam_optimizer(model)`.
+    - After each epoch: `evaluate(model)` returns a dict merged into the record; the record goes into `save`
+      (a checkpoint, written atomically, that `resume` can continue from exactly); `on_epoch(record)` is called;
+      `stop(history)` returning True ends training early.
+    - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+        raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
+    if save is not None:
+        save = check_save_path(save, "save")                              # before any work is done
+    device = next(model.parameters()).device
+    if loss_compute is None:
+        vocab, pad = model.config["tgt_vocab"], model.config["padding_idx"]
+        if pad is None:
+            raise ValueError("the default loss ignores padding: build the model with `padding_idx`, or give `loss_compute`")
+        loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(vocab, pad, smoothing))
+    if optimizer is None:
+        optimizer, scheduler = noam_optimizer(model)
+    state, history, extra = TrainState(), [], dict(extra or {})
+    if resume is not None:
+        state, saved = load_checkpoint(resume, model, optimizer, scheduler, map_location=device, restore_rng=True)
+        history = list(saved.get("history", []))
+        if history and stop is not None and stop(history):              # it had already finished
+            epochs = len(history)
+    for epoch in range(len(history) + 1, epochs + 1):
+        start = time.perf_counter()
+        data = batches(epoch) if callable(batches) else batches
+        data = [b.to(device) for b in data]
+        loss, state = run_epoch(data, model, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
+                                train_state=state, progress=progress)
+        seconds = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
+        record = dict(epoch=epoch, step=state.accum_step, seconds=seconds, loss=loss)
+        if evaluate is not None:
+            record.update(evaluate(model))
+            record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
+        history.append(record)
+        if save is not None:
+            save_checkpoint(save, model, optimizer, scheduler, state, {**extra, "history": history}, kind)
+        if on_epoch is not None:
+            on_epoch(record)
+        if stop is not None and stop(history):
+            break
+    model.eval()
+    return history
