@@ -14,7 +14,7 @@ import torch
 
 from .masks import padding_mask
 from .model import make_model, parameter_table
-from .training import save_checkpoint, model_from_checkpoint
+from .training import model_from_checkpoint, read_checkpoint, check_save_path, CheckpointError
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .decoding import greedy_decode
 from .translation import (TranslationConfig, train_translation, translate, bleu, load_multi30k,
@@ -66,32 +66,64 @@ def _summary(a: argparse.Namespace) -> int:
     return 0
 
 
-def _check_device_and_checkpoint(a: argparse.Namespace):
-    "Refuse `--device cuda` without CUDA and a `--checkpoint` that is not a file, before any work is done."
+def _check_paths(a: argparse.Namespace):
+    "Refuse `--device cuda` without CUDA, and unusable `--checkpoint`, `--resume` or `--save` paths, before any work."
     if a.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: CUDA is not available on this machine (use --device cpu)")
-    if a.checkpoint is not None and not Path(a.checkpoint).is_file():
-        raise ValueError(f"--checkpoint {a.checkpoint}: no such file")
+    for flag in ("checkpoint", "resume"):
+        path = getattr(a, flag)
+        if path is not None and not Path(path).is_file():
+            raise ValueError(f"--{flag} {path}: no such file")
+    if a.resume is not None and a.save is None:
+        a.save = a.resume                                    # a resumed run keeps saving where it was saved
+    if a.save is not None:
+        same = a.resume is not None and Path(a.save).resolve() == Path(a.resume).resolve()
+        if Path(a.save).is_file() and not same:
+            raise ValueError(f"--save {a.save}: the file exists; choose another name, delete it, or continue "
+                             f"that run with --resume {a.save}")
+        a.save = check_save_path(a.save, "--save")
+
+
+def _train(a: argparse.Namespace, run):
+    "Call `run(on_epoch)`. On Ctrl-C, say what was kept and exit 130 instead of printing a traceback."
+    finished = []
+    try:
+        return run(finished.append)
+    except KeyboardInterrupt:
+        if a.save is not None and finished:
+            print(f"\ninterrupted: the model after epoch {finished[-1]['epoch']} is in {a.save}; "
+                  f"continue with --resume {a.save}", file=sys.stderr)
+        elif a.save is not None:
+            print("\ninterrupted before the first epoch finished: nothing was saved", file=sys.stderr)
+        else:
+            print("\ninterrupted: nothing was saved (--save PATH keeps a checkpoint after every epoch)", file=sys.stderr)
+        raise SystemExit(130)
 
 
 def _copy(a: argparse.Namespace) -> int:
-    _check_device_and_checkpoint(a)
+    _check_paths(a)
     if a.checkpoint is not None:
-        model = model_from_checkpoint(a.checkpoint, map_location=a.device).eval()
-        vocab = model.config["src_vocab"]
-        held = held_out_set(vocab=vocab)
+        kind = read_checkpoint(a.checkpoint, a.device)["kind"]
+        if kind not in ("copy", "plain"):
+            raise CheckpointError(a.checkpoint, f"it holds a {kind} model, not a copy-task model")
+        model = model_from_checkpoint(a.checkpoint, map_location=a.device)
+        held = held_out_set(vocab=model.config["src_vocab"])
         print(f"loaded {a.checkpoint}: " + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
     else:
         config = CopyConfig(seed=a.seed, epochs=a.epochs, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h,
                             pre_norm=a.pre_norm, batch_size=a.batch_size, device=a.device)
+        if a.resume is not None:
+            config = CopyConfig(**{**read_checkpoint(a.resume, kind="copy")["extra"]["config"], "epochs": a.epochs,
+                                   "device": a.device})
         held = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
-        print(f"training the copy task on {a.device}: N={config.N}, d_model={config.d_model}, d_ff={config.d_ff}, "
-              f"h={config.h}, batch {config.batch_size}, {config.batches_per_epoch} batches per epoch, seed {config.seed}")
+        print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={config.N}, "
+              f"d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, batch {config.batch_size}, "
+              f"{config.batches_per_epoch} batches per epoch, seed {config.seed}", flush=True)
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
                                  f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
-        model, history = train_copy(config, held_out=held, on_epoch=report)
+        model, history = _train(a, lambda done: train_copy(config, held_out=held, save=a.save, resume=a.resume,
+                                                           on_epoch=lambda r: (report(r), done(r))))
         if a.save is not None:
-            save_checkpoint(a.save, model)
             print(f"saved the model to {a.save}")
     accuracy = copy_accuracy(model, held)
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
@@ -114,22 +146,26 @@ def _translate_data(a: argparse.Namespace, split: str):
 
 
 def _translate(a: argparse.Namespace) -> int:
-    _check_device_and_checkpoint(a)
+    _check_paths(a)
     if a.checkpoint is not None:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
         print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, " + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
     else:
         config = TranslationConfig(vocab_size=a.vocab_size, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, epochs=a.epochs,
                                    max_tokens=a.max_tokens, seed=a.seed, device=a.device)
+        if a.resume is not None:
+            config = TranslationConfig(**{**read_checkpoint(a.resume, kind="translation")["extra"]["config"],
+                                          "epochs": a.epochs, "device": a.device})
         train_pairs = _translate_data(a, "train")[: a.train_pairs]
         val_pairs = _translate_data(a, "val")
-        print(f"training German->English on {len(train_pairs)} Multi30k pairs on {a.device}: vocabulary {config.vocab_size}, "
-              f"N={config.N}, d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs", flush=True)
+        print(f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} Multi30k "
+              f"pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
+              f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs", flush=True)
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
                                  f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s", flush=True)
-        model, tokenizer, history = train_translation(config, train_pairs, val_pairs, on_epoch=report)
+        model, tokenizer, history = _train(a, lambda done: train_translation(
+            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (report(r), done(r))))
         if a.save is not None:
-            save_translator(a.save, model, tokenizer, history)
             print(f"saved the model and its tokenizer to {a.save}")
     decoder = "greedy" if a.beam == 1 else f"beam {a.beam}"
     if a.sentence:
@@ -142,6 +178,18 @@ def _translate(a: argparse.Namespace) -> int:
     for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
         print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
     return 0
+
+
+def _add_run_args(p: argparse.ArgumentParser, what: str):
+    "The options `copy` and `translate` share: where to run, and what to keep."
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
+    p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core). Two PyTorch processes "
+                   "on the same cores slow each other down ten times or more: run one at a time, or split the cores")
+    p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
+                   "the last finished epoch); checked before training, and never overwrites an existing file")
+    p.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH exactly, with its recipe, up to "
+                   "--epochs (saves back to PATH unless --save is given)")
+    p.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -160,9 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--h", type=_positive, default=d.h, help=f"attention heads (default: {d.h})")
     c.add_argument("--pre-norm", action="store_true", help="pre-norm layers instead of post-norm")
     c.add_argument("--batch-size", type=_positive, default=d.batch_size, help=f"sequences per batch (default: {d.batch_size})")
-    c.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu)")
-    c.add_argument("--save", metavar="PATH", help="save the trained model to this checkpoint file")
-    c.add_argument("--checkpoint", metavar="PATH", help="load this checkpoint instead of training, then evaluate and decode")
+    _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
     c.set_defaults(run=_copy)
     t = sub.add_parser("translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations")
@@ -178,9 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--h", type=_positive, default=dt.h, help=f"attention heads (default: {dt.h})")
     t.add_argument("--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})")
     t.add_argument("--seed", type=int, default=dt.seed, help=f"random seed (default: {dt.seed})")
-    t.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
-    t.add_argument("--save", metavar="PATH", help="save the trained model and its tokenizer to this file")
-    t.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
+    _add_run_args(t, "the model and its tokenizer")
     t.add_argument("--beam", type=_positive, default=4, help="beam size; 1 decodes greedily (default: 4)")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
@@ -194,12 +238,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    "Entry point of `transformer-nb`; returns the exit status (2 for bad arguments)."
+    """Entry point of `transformer-nb`; returns the exit status: 2 for bad arguments or an unusable checkpoint,
+    1 when a file cannot be written, 130 after Ctrl-C."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "save", None) and getattr(args, "checkpoint", None):
-        parser.error("--save and --checkpoint cannot be combined: --checkpoint loads a model instead of training one")
+    if getattr(args, "checkpoint", None) and (args.save or args.resume):
+        parser.error("--checkpoint loads a model instead of training one: it cannot be combined with --save or --resume")
+    if getattr(args, "threads", None):
+        torch.set_num_threads(args.threads)
     try:
         return args.run(args)
-    except ValueError as e:                     # e.g. d_model not divisible by h: a usage error, not a crash
+    except CheckpointError as e:                  # one line, no usage and no traceback
+        flag = "--resume" if getattr(args, "resume", None) and Path(e.path) == Path(args.resume) else "--checkpoint"
+        parser.exit(2, f"transformer-nb: error: {flag} {e}\n")
+    except ValueError as e:                       # e.g. d_model not divisible by h: a usage error, not a crash
         parser.error(str(e))
+    except OSError as e:                          # e.g. the disk filled up while saving
+        where = f" ({e.filename})" if e.filename else ""
+        parser.exit(1, f"transformer-nb: error: {e.strerror or e}{where}\n")

@@ -5,18 +5,17 @@
 # %% ../nbs/07_copy_task.ipynb #a0691934
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, asdict
 
 import torch
-from torch.optim.lr_scheduler import LambdaLR
 
 from .model import make_model
-from .training import Batch, rate, LabelSmoothing, SimpleLossCompute, TrainState, run_epoch
+from .training import Batch, noam_optimizer, train, read_checkpoint, model_from_checkpoint
 from .decoding import greedy_decode
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyConfig', 'train_copy']
+__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyConfig', 'epoch_batches',
+           'train_copy']
 
 # %% ../nbs/07_copy_task.ipynb #e7bec38c
 PAD, BOS, EOS = 0, 1, 2
@@ -82,28 +81,33 @@ class CopyConfig:
     device: str = "cpu"
 
 
-def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool | None = None, on_epoch=None):
+def epoch_batches(config: CopyConfig, epoch: int) -> list:
+    "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
+    g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
+    return copy_batches(config.batches_per_epoch, config.batch_size, config.vocab, config.min_len, config.max_len, g)
+
+
+def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool | None = None, on_epoch=None,
+               save=None, resume=None):
     """Train a model on the copy task until `config.target_accuracy` on `held_out` (default `held_out_set()`) or
-    `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy."""
-    torch.manual_seed(config.seed)
-    data_gen = torch.Generator().manual_seed(config.seed)
-    held_out = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len) if held_out is None else held_out
-    model = make_model(config.vocab, config.vocab, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h,
-                       dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=PAD).to(config.device)
-    criterion = LabelSmoothing(config.vocab, padding_idx=PAD, smoothing=config.smoothing)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = LambdaLR(optimizer, lambda step: rate(step, config.d_model, config.factor, config.warmup))
-    state, history, start = TrainState(), [], time.perf_counter()
-    for epoch in range(1, config.epochs + 1):
-        batches = [b.to(config.device) for b in copy_batches(config.batches_per_epoch, config.batch_size, config.vocab,
-                                                             config.min_len, config.max_len, data_gen)]
-        loss, state = run_epoch(batches, model, SimpleLossCompute(model.generator, criterion), optimizer, scheduler,
-                                train_state=state, progress=progress, total=len(batches))
-        accuracy = copy_accuracy(model, held_out)
-        history.append(dict(epoch=epoch, step=state.accum_step, seconds=time.perf_counter() - start, loss=loss, accuracy=accuracy))
-        if on_epoch is not None:
-            on_epoch(history[-1])
-        if accuracy >= config.target_accuracy:
-            break
-    model.eval()
+    `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy.
+    `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
+    `config.epochs` and `config.device` are taken from `config`)."""
+    if resume is not None:
+        saved = read_checkpoint(resume, kind="copy")["extra"]["config"]
+        config = CopyConfig(**{**saved, "epochs": config.epochs, "device": config.device})
+        model = model_from_checkpoint(resume, config.device, kind="copy")
+    else:
+        torch.manual_seed(config.seed)
+        model = make_model(config.vocab, config.vocab, N=config.N, d_model=config.d_model, d_ff=config.d_ff,
+                           h=config.h, dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=PAD)
+    model.to(config.device)
+    if held_out is None:
+        held_out = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
+    optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
+    history = train(model, lambda epoch: epoch_batches(config, epoch), config.epochs, optimizer=optimizer,
+                    scheduler=scheduler, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,
+                    evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
+                    stop=lambda h: h[-1]["accuracy"] >= config.target_accuracy,
+                    save=save, resume=resume, extra={"config": asdict(config)}, kind="copy")
     return model, history

@@ -6,15 +6,18 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import warnings
 
 import torch
 from torch import nn
 
+from .embedding import PositionalEncoding, LearnedPositionalEncoding
 from .attention import KVCache
 from .masks import subsequent_mask
 
 # %% auto #0
-__all__ = ['init_cache', 'next_log_probs', 'greedy_decode', 'beam_search']
+__all__ = ['init_cache', 'next_log_probs', 'max_positions', 'greedy_decode', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @contextlib.contextmanager
@@ -42,21 +45,35 @@ def next_log_probs(model, memory, src_mask, ys, cache=None):
     return model.generator(out[:, -1])                                # (batch, vocab)
 
 
-def _check_decode_args(src, src_mask, max_len):
+def max_positions(model) -> int | None:
+    "The longest sequence the model's positional tables cover (`None` when it has none)."
+    tables = [m.max_len for m in model.modules() if isinstance(m, (PositionalEncoding, LearnedPositionalEncoding))]
+    return min(tables) if tables else None
+
+
+def _check_decode_args(model, src, src_mask, max_len) -> int:
+    "Check the arguments; returns `max_len`, capped (with a warning) at the model's positional table."
     if src.dim() != 2:
         raise ValueError(f"`src` must be (batch, len_src) token ids, got shape {tuple(src.shape)}")
     if src_mask is not None and (src_mask.dim() != 3 or src_mask.size(0) != src.size(0) or src_mask.size(-1) != src.size(1)):
         raise ValueError(f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, got {tuple(src_mask.shape)}")
     if max_len < 1:
         raise ValueError(f"`max_len` counts the start symbol and must be at least 1, got {max_len}")
+    limit = max_positions(model)
+    if limit is not None and max_len > limit:
+        warnings.warn(f"max_len={max_len} is longer than the model's positional table: decoding stops at {limit} tokens")
+        max_len = limit
+    return max_len
 
 
 @torch.no_grad()
 def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
                   pad_symbol: int | None = None, use_cache: bool = True):
     "Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with `pad_symbol` (default: `end_symbol`)."
-    _check_decode_args(src, src_mask, max_len)
+    max_len = _check_decode_args(model, src, src_mask, max_len)
     fill = pad_symbol if pad_symbol is not None else end_symbol
+    if src.size(0) == 0:                                               # an empty batch: nothing to decode
+        return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
     with _eval_mode(model):
         memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), computed once
         ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
@@ -78,10 +95,14 @@ def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbo
                 length_penalty: float = 0.6, pad_symbol: int | None = None, use_cache: bool = True):
     """Beam search; returns `(tokens, scores)`: the best hypothesis per sentence `(batch, <= max_len)` (starting with
     `start_symbol`, finished rows filled with `pad_symbol` or `end_symbol`) and its length-normalized log-probability `(batch,)`."""
-    _check_decode_args(src, src_mask, max_len)
+    max_len = _check_decode_args(model, src, src_mask, max_len)
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
+    if not math.isfinite(length_penalty) or length_penalty < 0:
+        raise ValueError(f"`length_penalty` must be a finite number >= 0, got {length_penalty}")
     b, k, dev = src.size(0), beam_size, src.device
+    if b == 0:                                                         # an empty batch: nothing to decode
+        return torch.full((0, 1), start_symbol, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
     fill = pad_symbol if pad_symbol is not None else end_symbol
     with _eval_mode(model):
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)

@@ -220,7 +220,7 @@ def check_save_path(path, name: str = "path") -> Path:
 
 
 def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: TrainState | None = None,
-                    extra: dict | None = None, kind: str = "model"):
+                    extra: dict | None = None, kind: str = "plain"):
     """Save config, weights, optimizer, scheduler, train state, RNG state, `extra` (plain Python data, e.g. a tokenizer)
     and `kind` (what the model is for, e.g. 'copy') to `path`, atomically."""
     if not hasattr(model, "config"):
@@ -265,7 +265,7 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
         raise CheckpointError(path, _load_error(e)) from None
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("config"), dict) or not isinstance(ckpt.get("model"), dict):
         raise CheckpointError(path, "it holds no `config` and `model` entries")
-    saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "model")
+    saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
         raise CheckpointError(path, f"it holds a {saved_kind} model, not a {kind} model")
     try:
@@ -359,7 +359,7 @@ def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
 
 def train(model, batches, epochs: int, loss_compute=None, optimizer=None, scheduler=None, *, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
-          extra: dict | None = None, kind: str = "model", progress: bool | None = None) -> list[dict]:
+          extra: dict | None = None, kind: str = "plain", progress: bool | None = None) -> list[dict]:
     """Train `model` for up to `epochs` epochs and return one record per epoch.
 
     - `batches`: a list of `Batch`es used every epoch, or a function `batches(epoch)` returning that epoch's batches.
@@ -385,6 +385,7 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     if resume is not None:
         state, saved = load_checkpoint(resume, model, optimizer, scheduler, map_location=device, restore_rng=True)
         history = list(saved.get("history", []))
+        extra = {**{k: v for k, v in saved.items() if k != "history"}, **extra}   # the saved data travel on
         if history and stop is not None and stop(history):              # it had already finished
             epochs = len(history)
     for epoch in range(len(history) + 1, epochs + 1):

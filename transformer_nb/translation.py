@@ -12,21 +12,20 @@ import os
 import random
 import re
 import shutil
-import time
 import urllib.request
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, asdict
 from pathlib import Path
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
-from torch.optim.lr_scheduler import LambdaLR
 
 from .masks import padding_mask
 from .model import make_model
-from .training import (Batch, rate, LabelSmoothing, SimpleLossCompute, TrainState, run_epoch,
-                                     save_checkpoint, model_from_checkpoint)
-from .decoding import greedy_decode, beam_search
+from .training import (Batch, LabelSmoothing, SimpleLossCompute, run_epoch, train, noam_optimizer,
+                                     atomic_write, save_checkpoint, read_checkpoint, model_from_checkpoint,
+                                     CheckpointError)
+from .decoding import greedy_decode, beam_search, max_positions
 
 # %% auto #0
 __all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'SPACE', 'default_cache_dir', 'multi30k_folder', 'load_multi30k',
@@ -56,10 +55,8 @@ def _sha256(path: Path) -> str:
 
 
 def _download(url: str, dest: Path):
-    part = dest.with_name(dest.name + ".part")                  # never leave a half-written file under the real name
-    with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as f:
-        shutil.copyfileobj(response, f)
-    part.replace(dest)
+    with urllib.request.urlopen(url, timeout=60) as response:   # never leave a half-written file under the real name
+        atomic_write(dest, lambda f: shutil.copyfileobj(response, f))
 
 
 def multi30k_folder(root=None, cache_dir=None, url: str = MULTI30K_URL, download: bool = True) -> Path:
@@ -183,7 +180,11 @@ class Tokenizer:
     @classmethod
     def train(cls, texts, vocab_size: int, min_frequency: int = 2) -> "Tokenizer":
         "Learn a tokenizer of (at most) `vocab_size` entries from `texts`."
+        if isinstance(texts, str):
+            raise TypeError("`texts` must be a list of strings, got a single string: wrap it in a list")
         alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
+        if not alphabet:
+            raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
         n_merges = vocab_size - len(cls.specials) - len(alphabet)
         if n_merges < 0:
             raise ValueError(f"`vocab_size` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
@@ -279,12 +280,20 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     "Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text."
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
-    device = next(model.parameters()).device
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
+    device, limit = next(model.parameters()).device, max_positions(model)
+    ids = [tokenizer.encode(s, True, True) for s in sentences]
+    for n, x in enumerate(ids):
+        if limit is not None and len(x) > limit:
+            raise ValueError(f"sentence {n + 1} is {len(x)} tokens long (with <s> and </s>), but this model reads at most "
+                             f"{limit} (its max_len): split it into shorter sentences")
     out = []
-    for i in range(0, len(sentences), batch_size):
-        src = _pad([tokenizer.encode(s, True, True) for s in sentences[i: i + batch_size]], tokenizer.pad).to(device)
+    for i in range(0, len(ids), batch_size):
+        src = _pad(ids[i: i + batch_size], tokenizer.pad).to(device)      # (batch, len_src)
         src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
         max_len = int(src.size(1) * 1.5) + 10
+        max_len = min(max_len, limit) if limit is not None else max_len
         if beam_size == 1:
             ys = greedy_decode(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, tokenizer.pad)
         else:
@@ -300,6 +309,8 @@ def bleu(hypotheses: list[str], references: list[str]):
         import sacrebleu
     except ImportError as e:
         raise ImportError("bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)") from e
+    if not hypotheses:
+        raise ValueError("`hypotheses` is empty: BLEU needs at least one sentence")
     if len(hypotheses) != len(references):
         raise ValueError(f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}")
     return sacrebleu.corpus_bleu(hypotheses, [references])
@@ -326,47 +337,58 @@ class TranslationConfig:
 
 
 def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokenizer: Tokenizer | None = None,
-                      progress: bool | None = None, on_epoch=None, bleu_sentences: int = 200):
+                      progress: bool | None = None, on_epoch=None, bleu_sentences: int = 200, save=None, resume=None):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
-    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs`."""
-    torch.manual_seed(config.seed)
-    if tokenizer is None:
-        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
+    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs`. `save`: a checkpoint (with the tokenizer)
+    written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs` and `config.device`
+    are taken from `config`)."""
+    if resume is not None:
+        saved = read_checkpoint(resume, kind="translation")["extra"]["config"]
+        config = TranslationConfig(**{**saved, "epochs": config.epochs, "device": config.device})
+        model, tokenizer, _ = load_translator(resume, config.device)
+    else:
+        torch.manual_seed(config.seed)
+        if tokenizer is None:
+            tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
+        V = len(tokenizer)
+        model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h,
+                           dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=tokenizer.pad,
+                           tie_weights=True, share_embeddings=True)
+    model.to(config.device)
     train_examples = encode_pairs(train_pairs, tokenizer, config.max_len)
-    val_batches = [b.to(config.device) for b in bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)]
-    V = len(tokenizer)
-    model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h, dropout=config.dropout,
-                       pre_norm=config.pre_norm, padding_idx=tokenizer.pad, tie_weights=True,
-                       share_embeddings=True).to(config.device)
-    loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(V, tokenizer.pad, config.smoothing))
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = LambdaLR(optimizer, lambda step: rate(step, config.d_model, config.factor, config.warmup))
-    state, history, start = TrainState(), [], time.perf_counter()
+    val_batches = bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)
+    val_batches = [b.to(config.device) for b in val_batches]
+    loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(len(tokenizer), tokenizer.pad, config.smoothing))
     sample = val_pairs[:bleu_sentences]
-    for epoch in range(1, config.epochs + 1):
-        batches = [b.to(config.device) for b in bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch)]
-        loss, state = run_epoch(batches, model, loss_compute, optimizer, scheduler, train_state=state,
-                                progress=progress, total=len(batches))
+
+    def evaluate(model):
         val_loss, _ = run_epoch(val_batches, model, loss_compute, mode="eval", progress=False)
-        score = bleu(translate(model, tokenizer, [de for de, _ in sample]), [en for _, en in sample]).score
-        history.append(dict(epoch=epoch, step=state.accum_step, seconds=time.perf_counter() - start,
-                            loss=loss, val_loss=val_loss, val_bleu=score))
-        if on_epoch is not None:
-            on_epoch(history[-1])
-    model.eval()
+        hypotheses = translate(model, tokenizer, [de for de, _ in sample])
+        return dict(val_loss=val_loss, val_bleu=bleu(hypotheses, [en for _, en in sample]).score)
+
+    optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
+    history = train(model, lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch),
+                    config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate, on_epoch=on_epoch,
+                    save=save, resume=resume, kind="translation", progress=progress,
+                    extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config)})
     return model, tokenizer, history
 
 
 def save_translator(path, model, tokenizer: Tokenizer, history: list | None = None):
-    "Save a trained model with its tokenizer (and training history) in one checkpoint."
-    save_checkpoint(path, model, extra={"tokenizer": tokenizer.state_dict(), "history": history or []})
+    "Save a trained model with its tokenizer (and training history) in one checkpoint, atomically."
+    save_checkpoint(path, model, extra={"tokenizer": tokenizer.state_dict(), "history": history or []},
+                    kind="translation")
 
 
 def load_translator(path, map_location="cpu"):
-    "`(model, tokenizer, history)` from a checkpoint written by `save_translator`."
-    model = model_from_checkpoint(path, map_location).eval()
-    extra = torch.load(path, map_location=map_location, weights_only=True).get("extra") or {}
-    if "tokenizer" not in extra:
-        raise ValueError(f"{path} holds no tokenizer: it was not written by save_translator")
-    return model, Tokenizer.from_state_dict(extra["tokenizer"]), extra.get("history", [])
+    "`(model, tokenizer, history)` from a checkpoint written by `save_translator` or `train_translation(save=...)`."
+    ckpt = read_checkpoint(path, map_location, kind="translation")
+    try:
+        tokenizer = Tokenizer.from_state_dict(ckpt["extra"]["tokenizer"])
+    except Exception as e:
+        raise CheckpointError(path, f"its tokenizer is malformed ({type(e).__name__})") from None
+    vocab = {ckpt["config"]["src_vocab"], ckpt["config"]["tgt_vocab"]}
+    if vocab != {len(tokenizer)}:
+        raise CheckpointError(path, f"its tokenizer has {len(tokenizer)} tokens, the model's vocabulary {max(vocab)}")
+    return model_from_checkpoint(path, map_location), tokenizer, ckpt["extra"].get("history", [])
