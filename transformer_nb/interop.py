@@ -11,10 +11,11 @@ from torch import nn
 
 from .attention import MultiHeadedAttention
 from .layers import LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder
+from .model import EncoderDecoder, make_model
 
 # %% auto #0
 __all__ = ['encoder_layer_from_torch', 'decoder_layer_from_torch', 'encoder_layer_to_torch', 'decoder_layer_to_torch',
-           'from_torch', 'to_torch', 'torch_masks']
+           'from_torch', 'to_torch', 'torch_masks', 'model_from_torch']
 
 # %% ../nbs/08_interop.ipynb #c43f53ad
 def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm):
@@ -93,7 +94,7 @@ def _stack_from_torch(stack, convert, Stack):
     ours.layers = nn.ModuleList(layers)                                  # each layer keeps its own weights
     if stack.norm is not None:
         _copy_norm(ours.norm, stack.norm)
-    return ours
+    return ours.train(stack.training)                                    # the source's train/eval mode
 
 
 def from_torch(transformer: nn.Transformer) -> tuple[Encoder, Decoder]:
@@ -130,3 +131,43 @@ def torch_masks(src_mask, tgt_mask, nhead: int) -> dict:
     tgt = (~tgt_mask).expand(src_mask.size(0), -1, -1)                  # (1 or b, len_tgt, len_tgt) -> (b, len_tgt, len_tgt)
     return dict(src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
                 tgt_mask=tgt.repeat_interleave(nhead, dim=0))            # (b * nhead, len_tgt, len_tgt)
+
+# %% ../nbs/08_interop.ipynb #0ae606a6
+def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding,
+                     generator: nn.Linear | None = None, max_len: int = 5000) -> EncoderDecoder:
+    """A whole `EncoderDecoder` (built by `make_model`, so it saves and reloads like any other) from a PyTorch model:
+    the stacks of `transformer`, the tables of `src_embedding`/`tgt_embedding`, and the output projection `generator`
+    (default: tied to the target embedding, as in the paper). Sharing between the three tables is kept, and so is the
+    train/eval mode. The embeddings are used as this package uses them: scaled by √d_model, plus sinusoidal positions."""
+    enc, dec = from_torch(transformer)
+    if len(enc.layers) != len(dec.layers):
+        raise ValueError(f"`transformer` has {len(enc.layers)} encoder and {len(dec.layers)} decoder layers; "
+                         f"make_model builds N of each")
+    norms = [m for m in enc.modules() if isinstance(m, LayerNorm)] + [m for m in dec.modules() if isinstance(m, LayerNorm)]
+    if any(n.eps != 1e-5 for n in norms) or isinstance(enc.norm, LayerNorm) != isinstance(dec.norm, LayerNorm):
+        raise ValueError("`transformer` needs layer_norm_eps=1e-5 and a final norm on both stacks or on neither")
+    d_model = transformer.d_model
+    for name, emb in (("src_embedding", src_embedding), ("tgt_embedding", tgt_embedding)):
+        if not isinstance(emb, nn.Embedding) or emb.embedding_dim != d_model:
+            raise ValueError(f"`{name}` must be an nn.Embedding of width d_model={d_model}")
+    if generator is not None and (generator.in_features, generator.out_features) != (d_model, tgt_embedding.num_embeddings):
+        raise ValueError(f"`generator` must be an nn.Linear({d_model}, {tgt_embedding.num_embeddings})")
+    layer = enc.layers[0]
+    model = make_model(src_embedding.num_embeddings, tgt_embedding.num_embeddings, N=len(enc.layers), d_model=d_model,
+                       d_ff=layer.feed_forward.w_1.out_features, h=layer.self_attn.h, dropout=layer.sublayer[0].dropout.p,
+                       pre_norm=layer.pre_norm, max_len=max_len, padding_idx=tgt_embedding.padding_idx,
+                       final_norm=isinstance(enc.norm, LayerNorm),
+                       tie_weights=generator is None or generator.weight is tgt_embedding.weight,
+                       share_embeddings=src_embedding.weight is tgt_embedding.weight)
+    with torch.no_grad():
+        model.encoder.load_state_dict(enc.state_dict())
+        model.decoder.load_state_dict(dec.state_dict())
+        model.src_embed[0].lut.weight.copy_(src_embedding.weight)
+        model.tgt_embed[0].lut.weight.copy_(tgt_embedding.weight)
+        if generator is not None:
+            model.generator.proj.weight.copy_(generator.weight)
+            if generator.bias is not None:
+                model.generator.proj.bias.copy_(generator.bias)
+            else:
+                model.generator.proj.bias.zero_()
+    return model.to(src_embedding.weight).train(transformer.training)
