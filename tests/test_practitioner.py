@@ -1,0 +1,125 @@
+"""The practitioner path never loses work: Ctrl-C during training, a kill during a save, progress bars that stay out of
+log files, and the package's main names. (The notebooks test the rest: chapter 05 bad checkpoints and exact resume,
+chapter 20 the command line's refusals.)"""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import transformer_nb
+from transformer_nb.model import make_model
+from transformer_nb.training import (Batch, LabelSmoothing, SimpleLossCompute, run_epoch, save_checkpoint,
+                                     model_from_checkpoint, read_checkpoint)
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+CLI = [sys.executable, "-c", "import sys; from transformer_nb.cli import main; sys.exit(main())"]
+
+
+def _wait_for(proc, text, timeout=120):
+    "Read the process's stdout until a line contains `text`; returns the lines read."
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    proc.kill()
+    raise AssertionError(f"never printed {text!r}: {lines}")
+
+
+def test_ctrl_c_keeps_the_last_finished_epoch_and_resumes(tmp_path):
+    path = tmp_path / "copy.pt"
+    proc = subprocess.Popen(CLI + ["copy", "--save", str(path), "--epochs", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=tmp_path)
+    _wait_for(proc, "epoch   2")
+    proc.send_signal(signal.SIGINT)                                    # what Ctrl-C sends
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted: the model after epoch" in err, err
+    assert f"continue with --resume {path}" in err
+    saved = read_checkpoint(path)
+    epochs = len(saved["extra"]["history"])
+    assert epochs >= 2 and saved["kind"] == "copy"
+    assert not list(tmp_path.glob(".copy.pt.*"))                       # no temporary file left behind
+    resumed = subprocess.run(CLI + ["copy", "--resume", str(path),
+                              "--epochs", str(epochs + 1), "--examples", "1"], capture_output=True, text=True, env=ENV)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"epoch {epochs + 1:3d}" in resumed.stdout and f"epoch {epochs:3d}" not in resumed.stdout
+    assert len(read_checkpoint(path)["extra"]["history"]) == epochs + 1
+
+
+KILLED_DURING_SAVE = """
+import io, sys, time, torch
+from transformer_nb.model import make_model
+from transformer_nb.training import save_checkpoint
+real_save = torch.save
+def half_then_hang(obj, f, *args, **kwargs):          # write half of the new checkpoint, then hang
+    buf = io.BytesIO()
+    real_save(obj, buf, *args, **kwargs)
+    f.write(buf.getvalue()[: len(buf.getvalue()) // 2])
+    f.flush()
+    print("half written", flush=True)
+    time.sleep(120)
+torch.save = half_then_hang
+save_checkpoint(sys.argv[1], make_model(10, 10, N=2, d_model=32, d_ff=64, h=4))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_a_kill_during_a_save_keeps_the_previous_checkpoint(tmp_path, sig):
+    path = tmp_path / "model.pt"
+    torch.manual_seed(0)
+    first = make_model(10, 10, N=1, d_model=32, d_ff=64, h=4)
+    save_checkpoint(path, first)
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_DURING_SAVE, str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+    _wait_for(proc, "half written")
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    again = model_from_checkpoint(path)                                # the previous checkpoint, whole
+    assert again.config["N"] == 1
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
+    leftovers = list(tmp_path.glob(".model.pt.*.tmp"))
+    assert len(leftovers) == (1 if sig == signal.SIGKILL else 0)       # SIGKILL allows no clean-up; Ctrl-C does
+
+
+def test_plain_torch_save_would_have_lost_it(tmp_path):
+    "The failure the atomic write prevents: a half-written file in place of the old one does not load."
+    path = tmp_path / "model.pt"
+    save_checkpoint(path, make_model(10, 10, N=1, d_model=32, d_ff=64, h=4))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="not a transformer-nb checkpoint"):
+        model_from_checkpoint(path)
+
+
+def _one_epoch(progress, capsys):
+    torch.manual_seed(0)
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
+    batches = [Batch(seq, seq, pad=0)] * 3
+    run_epoch(batches, model, SimpleLossCompute(model.generator, LabelSmoothing(10, 0)),
+              torch.optim.SGD(model.parameters(), lr=0.1), progress=progress)
+    return capsys.readouterr().err
+
+
+def test_progress_bar_draws_when_asked_and_stays_out_of_logs(capsys):
+    drawn = _one_epoch(True, capsys)
+    assert "train:" in drawn and "/3 [" in drawn, drawn                 # tqdm's bar: mode, batches done of 3
+    assert _one_epoch(None, capsys) == ""                              # stderr is not a terminal here (like a CI log)
+    assert _one_epoch(False, capsys) == ""
+
+
+def test_main_names_from_the_package():
+    for name in ("make_model", "train", "greedy_decode", "beam_search", "model_from_checkpoint", "save_checkpoint",
+                 "model_from_torch", "Batch", "padding_mask", "make_std_mask", "CheckpointError"):
+        assert callable(getattr(transformer_nb, name)), name
+    assert set(transformer_nb.__all__) <= set(dir(transformer_nb))
