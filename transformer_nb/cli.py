@@ -105,7 +105,7 @@ def _copy(a: argparse.Namespace) -> int:
     if a.checkpoint is not None:
         kind = read_checkpoint(a.checkpoint, a.device)["kind"]
         if kind not in ("copy", "plain"):
-            raise CheckpointError(a.checkpoint, f"it holds a {kind} model, not a copy-task model")
+            raise CheckpointError(a.checkpoint, f"a checkpoint of a {kind} model, not of a copy-task model", ours=True)
         model = model_from_checkpoint(a.checkpoint, map_location=a.device)
         held = held_out_set(vocab=model.config["src_vocab"])
         print(f"loaded {a.checkpoint}: " + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))

@@ -244,9 +244,9 @@ CHECKPOINT_FORMAT = "transformer-nb checkpoint 1"
 # %% ../nbs/05_training.ipynb #7bf0217d
 class CheckpointError(ValueError):
     "A file that is not a usable transformer-nb checkpoint; the message is one line that says why."
-    def __init__(self, path, reason: str):
-        self.path, self.reason = path, reason
-        super().__init__(f"{path}: not a transformer-nb checkpoint ({reason})")
+    def __init__(self, path, reason: str, ours: bool = False):
+        self.path, self.reason = path, reason                             # ours: a checkpoint, but the wrong kind
+        super().__init__(f"{path}: {reason}" if ours else f"{path}: not a transformer-nb checkpoint ({reason})")
 
 
 MAX_POSITIONS = 100_000      # largest sinusoidal table built from a checkpoint (it is not stored in the file)
@@ -262,12 +262,12 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:                                                # empty, truncated, text, hostile pickle, ...
-        raise CheckpointError(path, _load_error(e)) from None
+        raise CheckpointError(path, _load_error(e, path)) from None
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("config"), dict) or not isinstance(ckpt.get("model"), dict):
         raise CheckpointError(path, "it holds no `config` and `model` entries")
     saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
-        raise CheckpointError(path, f"it holds a {saved_kind} model, not a {kind} model")
+        raise CheckpointError(path, f"a checkpoint of a {saved_kind} model, not of a {kind} model", ours=True)
     try:
         _check_config_against_weights(ckpt["config"], ckpt["model"])
     except ValueError as e:
@@ -276,13 +276,19 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     return ckpt
 
 
-def _load_error(e: Exception) -> str:
+def _load_error(e: Exception, path: Path) -> str:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if not head:
+        return "the file is empty"
+    if head != b"PK\x03\x04" and head[:1] != b"\x80":                   # neither a zip archive nor a pickle
+        return "not a file written by torch.save"
     text = str(e)
     if "Weights only load failed" in text:                               # torch's advice to disable the check is omitted
         detail = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0] if "WeightsUnpickler error:" in text else ""
         return "it holds Python objects that the safe loader refuses to run" + (f": {detail}" if detail else "")
-    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
-    return f"{type(e).__name__}: {first[:120]}"
+    first = text.strip().splitlines()[0][:80] if text.strip() else ""
+    return f"a truncated or damaged file ({type(e).__name__}{': ' + first if first else ''})"
 
 
 def _check_config_against_weights(config: dict, weights: dict):

@@ -178,13 +178,15 @@ class Tokenizer:
         self._cache = {}
 
     @classmethod
-    def train(cls, texts, vocab_size: int, min_frequency: int = 2) -> "Tokenizer":
-        "Learn a tokenizer of (at most) `vocab_size` entries from `texts`."
+    def train(cls, texts, vocab_size: int | None, min_frequency: int = 2) -> "Tokenizer":
+        "Learn a tokenizer of (at most) `vocab_size` entries from `texts`; `vocab_size=None`: characters only, no merges."
         if isinstance(texts, str):
             raise TypeError("`texts` must be a list of strings, got a single string: wrap it in a list")
         alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
         if not alphabet:
             raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
+        if vocab_size is None:
+            return cls(alphabet, [])
         n_merges = vocab_size - len(cls.specials) - len(alphabet)
         if n_merges < 0:
             raise ValueError(f"`vocab_size` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
