@@ -123,3 +123,34 @@ def test_main_names_from_the_package():
                  "model_from_torch", "Batch", "padding_mask", "make_std_mask", "CheckpointError"):
         assert callable(getattr(transformer_nb, name)), name
     assert set(transformer_nb.__all__) <= set(dir(transformer_nb))
+
+
+def test_api_edges_get_clear_errors(tmp_path):
+    from transformer_nb.translation import Tokenizer, translate, bleu, save_translator, load_translator
+    with pytest.raises(ValueError, match="`texts` holds no characters"):
+        Tokenizer.train([], 100)
+    with pytest.raises(TypeError, match="wrap it in a list"):
+        Tokenizer.train("Ein Hund.", 100)
+    tok = Tokenizer.train(["ein Hund", "a dog"], None)                # characters only
+    assert tok.merges == [] and tok.decode(tok.encode("a dog")) == "a dog"
+    model = make_model(len(tok), len(tok), N=1, d_model=16, d_ff=32, h=2, padding_idx=tok.pad)
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer, got 0"):
+        translate(model, tok, ["a dog"], batch_size=0)
+    with pytest.raises(ValueError, match="`hypotheses` is empty"):
+        bleu([], [])
+    save_translator(tmp_path / "ok.pt", model, tok)
+    assert read_checkpoint(tmp_path / "ok.pt")["kind"] == "translation"
+    other = Tokenizer.train(["something else entirely"], None)
+    save_translator(tmp_path / "mismatch.pt", model, other)           # a tokenizer that does not fit the model
+    with pytest.raises(ValueError, match=f"its tokenizer has {len(other)} tokens, the model's vocabulary {len(tok)}"):
+        load_translator(tmp_path / "mismatch.pt")
+
+
+def test_threads_option(tmp_path):
+    from transformer_nb.cli import main
+    before = torch.get_num_threads()
+    try:
+        assert main(["copy", "--threads", "1", "--epochs", "1", "--examples", "1"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

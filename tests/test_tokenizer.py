@@ -2,6 +2,7 @@
 text survives encode/decode, new text splits like training text, batches hold every example once within budget."""
 from collections import Counter
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from transformer_nb.translation import Tokenizer, bucket_batches, detokenize, learn_bpe, pre_tokenize, _merge_word
@@ -17,6 +18,10 @@ TEXT = st.lists(CHARS, min_size=0, max_size=40).map("".join)
 def test_encode_decode_round_trip(texts, extra, vocab_extra):
     "Any text made of characters seen in training comes back exactly, up to runs of whitespace."
     alphabet = {c for t in texts for w in pre_tokenize(t) for c in w}
+    if not alphabet:                                                       # nothing to learn from: refused
+        with pytest.raises(ValueError, match="`texts` holds no characters"):
+            Tokenizer.train(texts, vocab_size=len(Tokenizer.specials) + vocab_extra)
+        return
     tok = Tokenizer.train(texts, vocab_size=len(Tokenizer.specials) + len(alphabet) + vocab_extra)
     assert len(tok) <= len(Tokenizer.specials) + len(alphabet) + vocab_extra
     for text in texts:
