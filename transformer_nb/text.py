@@ -6,21 +6,21 @@
 from __future__ import annotations
 
 from .training import train, noam_optimizer
-from .translation import (Tokenizer, encode_pairs, bucket_batches, translate, save_translator,
-                                        load_translator)
+from .translation import (Tokenizer, encode_pairs,
+    bucket_batches, translate, save_translator, load_translator)
 
 # %% auto #0
 __all__ = ['exact_match', 'Tokenizer', 'encode_pairs', 'bucket_batches', 'translate', 'save_translator', 'load_translator',
            'train', 'noam_optimizer']
 
 # %% ../nbs/11_own_task.ipynb #1ec6872d
-_all_ = ["Tokenizer", "encode_pairs", "bucket_batches", "translate", "save_translator", "load_translator",
-         "train", "noam_optimizer"]
+_all_ = ["Tokenizer", "encode_pairs", "bucket_batches", "translate",
+         "save_translator", "load_translator", "train", "noam_optimizer"]
 
 
 def exact_match(hypotheses: list[str], references: list[str]) -> float:
     "The fraction of `hypotheses` equal to their reference, character for character."
     if len(hypotheses) != len(references) or not hypotheses:
-        raise ValueError(f"`hypotheses` and `references` must be non-empty and of equal length, "
-                         f"got {len(hypotheses)} and {len(references)}")
+        raise ValueError(f"`hypotheses` and `references` must be non-empty and "
+                         f"of equal length, got {len(hypotheses)} and {len(references)}")
     return sum(h == r for h, r in zip(hypotheses, references)) / len(hypotheses)
