@@ -98,9 +98,8 @@ def _stack_from_torch(stack, convert, Stack):
 
 
 def from_torch(transformer: nn.Transformer) -> tuple[Encoder, Decoder]:
-    "This project's `(Encoder, Decoder)` with the weights of `transformer` (which must be `batch_first=True`)."
-    if not transformer.batch_first:
-        raise ValueError("`transformer` must be built with batch_first=True (this project is batch-first)")
+    """This project's `(Encoder, Decoder)` with the weights of `transformer`. Its `batch_first` setting does not matter:
+    the weights are the same either way, and the result is batch-first, like everything in this package."""
     return (_stack_from_torch(transformer.encoder, encoder_layer_from_torch, Encoder),
             _stack_from_torch(transformer.decoder, decoder_layer_from_torch, Decoder))
 
