@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding, check_tokens
-from .attention import MultiHeadedAttention, check_mask
+from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'Generator', 'check_config', 'make_model', 'count_parameters', 'parameter_table']
+__all__ = ['EncoderDecoder', 'Generator', 'check_config', 'make_model', 'count_parameters', 'parameter_table', 'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -164,3 +164,21 @@ def parameter_table(model: EncoderDecoder) -> str:
     for part, n in counts.items():
         lines.append(f"{part:<12}{n:>14,}{n / counts['total']:>8.1%}")
     return "\n".join(lines)
+
+# %% ../nbs/04_model.ipynb #4990d555
+@torch.no_grad()
+def attention_maps(model: EncoderDecoder, src, tgt, src_mask, tgt_mask) -> dict:
+    """The attention weights of every layer from one forward pass in eval mode (no dropout): a dict with lists
+    `"encoder"`, `"decoder_self"` and `"cross"`, one `(batch, h, len_q, len_k)` tensor per layer."""
+    modules = [m for m in model.modules() if isinstance(m, MultiHeadedAttention)]
+    flags, was_training = [m.store_weights for m in modules], model.training
+    store_attention_weights(model)
+    try:
+        model.eval()(src, tgt, src_mask, tgt_mask)
+        return {"encoder": [layer.self_attn.attn for layer in model.encoder.layers],
+                "decoder_self": [layer.self_attn.attn for layer in model.decoder.layers],
+                "cross": [layer.src_attn.attn for layer in model.decoder.layers]}
+    finally:                                       # leave the model as it was
+        model.train(was_training)
+        for m, flag in zip(modules, flags):
+            m.store_weights = flag
