@@ -14,36 +14,48 @@ from .training import Batch, noam_optimizer, train, read_checkpoint, model_from_
 from .decoding import greedy_decode
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyConfig', 'epoch_batches',
-           'train_copy']
+__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'is_reserved', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyConfig',
+           'epoch_batches', 'train_copy']
 
 # %% ../nbs/07_copy_task.ipynb #e7bec38c
 PAD, BOS, EOS = 0, 1, 2
 
 
-def copy_sequences(n: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None):
-    "`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_len, max_len]` and `x_i` in `[3, vocab)`: `(n, max_len + 2)`."
+def copy_sequences(n: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None,
+                   reserved_only: bool | None = None):
+    """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_len, max_len]` and `x_i` in `[3, vocab)`:
+    `(n, max_len + 2)`. `reserved_only=True` draws only sequences `is_reserved` sets aside, `False` never draws them."""
     if vocab < 4 or not 1 <= min_len <= max_len:
         raise ValueError(f"need vocab >= 4 and 1 <= min_len <= max_len, got vocab={vocab}, min_len={min_len}, max_len={max_len}")
-    lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)        # (n,)
-    body = torch.randint(3, vocab, (n, max_len), generator=generator)                # (n, max_len)
-    seq = torch.full((n, max_len + 2), PAD, dtype=torch.long)
-    seq[:, 0] = BOS
-    inside = torch.arange(max_len) < lengths.unsqueeze(1)                            # (n, max_len)
-    seq[:, 1:-1] = torch.where(inside, body, PAD)
-    seq[torch.arange(n), lengths + 1] = EOS
-    return seq
+    out = []
+    while sum(len(s) for s in out) < n:                                 # rejection sampling
+        lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)        # (n,)
+        body = torch.randint(3, vocab, (n, max_len), generator=generator)                # (n, max_len)
+        seq = torch.full((n, max_len + 2), PAD, dtype=torch.long)
+        seq[:, 0] = BOS
+        inside = torch.arange(max_len) < lengths.unsqueeze(1)                            # (n, max_len)
+        seq[:, 1:-1] = torch.where(inside, body, PAD)
+        seq[torch.arange(n), lengths + 1] = EOS
+        out.append(seq if reserved_only is None else seq[is_reserved(seq) == reserved_only])
+    return torch.cat(out)[:n]
+
+
+def is_reserved(seqs) -> torch.Tensor:
+    """Which sequences `(n, width)` are set aside for evaluation: a fixed hash of their tokens picks about 1 in 7.
+    It depends on nothing else (no seed, no config), so training, which never draws them, cannot see a held-out one."""
+    weights = torch.tensor([pow(31, i, 1_000_003) for i in range(seqs.size(1))])
+    return (seqs * weights).sum(dim=1) % 7 == 0
 
 
 def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None):
-    "A list of `n_batches` copy-task `Batch` objects (source = target)."
+    "A list of `n_batches` copy-task `Batch` objects (source = target), never holding a reserved sequence."
     return [Batch(s, s, pad=PAD) for s in
-            (copy_sequences(batch_size, vocab, min_len, max_len, generator) for _ in range(n_batches))]
+            (copy_sequences(batch_size, vocab, min_len, max_len, generator, reserved_only=False) for _ in range(n_batches))]
 
 
 def held_out_set(n: int = 1000, vocab: int = 11, min_len: int = 1, max_len: int = 10, seed: int = 1234):
-    "A fixed set of `n` sequences for evaluation, drawn from its own seeded generator."
-    return copy_sequences(n, vocab, min_len, max_len, torch.Generator().manual_seed(seed))
+    "A fixed set of `n` reserved sequences for evaluation, drawn from its own seeded generator."
+    return copy_sequences(n, vocab, min_len, max_len, torch.Generator().manual_seed(seed), reserved_only=True)
 
 # %% ../nbs/07_copy_task.ipynb #f6946af9
 def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
