@@ -400,11 +400,8 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
         data = [b.to(device) for b in data]
         loss, state = run_epoch(data, model, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                 train_state=state, progress=progress)
-        seconds = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
-        record = dict(epoch=epoch, step=state.accum_step, seconds=seconds, loss=loss)
-        if evaluate is not None:
-            record.update(evaluate(model))
-            record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
+        record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **(evaluate(model) if evaluate else {}))
+        record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start  # evaluation included
         history.append(record)
         if save is not None:
             save_checkpoint(save, model, optimizer, scheduler, state, {**extra, "history": history}, kind)
