@@ -79,15 +79,22 @@ class KVCache:
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
 
 
+def _stacked(*linears):
+    "The weights (and biases, if any) of several `nn.Linear`s stacked into one, for one matrix multiplication."
+    bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
+    return torch.cat([lin.weight for lin in linears]), bias
+
+
 class MultiHeadedAttention(nn.Module):
-    "Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs."
-    def __init__(self, h: int, d_model: int, dropout: float = 0.1):
+    "Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`: projections without biases."
+    def __init__(self, h: int, d_model: int, dropout: float = 0.1, bias: bool = True):
         super().__init__()
         if h < 1 or d_model % h != 0:
             raise ValueError(f"d_model={d_model} must be divisible by the number of heads h={h} "
                              f"(each head gets d_k = d_model / h dimensions)")
         self.h, self.d_model, self.d_k = h, d_model, d_model // h
-        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))  # W^Q, W^K, W^V, W^O
+        lin = lambda: nn.Linear(d_model, d_model, bias=bias)
+        self.w_q, self.w_k, self.w_v, self.w_o = lin(), lin(), lin(), lin()   # W^Q, W^K, W^V, W^O
         self.dropout = nn.Dropout(p=dropout)
         self.store_weights = False   # True: explicit path, weights kept in `self.attn`
         self.attn = None
@@ -103,13 +110,11 @@ class MultiHeadedAttention(nn.Module):
     def project(self, query, key, value):
         "Project and split into heads: `(b, len, d_model)` → `(b, h, len, d_k)` each; shared inputs share one matmul."
         if query is key and key is value:                              # self-attention: W^Q, W^K, W^V stacked
-            w = torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight])   # (3*d_model, d_model)
-            b = torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias])
+            w, b = _stacked(self.w_q, self.w_k, self.w_v)              # w (3*d_model, d_model)
             q, k, v = F.linear(query, w, b).chunk(3, dim=-1)           # (b, l, 3*d_model) -> 3 x (b, l, d_model)
         elif key is value:                                             # cross-attention: W^K, W^V stacked
             q = self.w_q(query)
-            k, v = F.linear(key, torch.cat([self.w_k.weight, self.w_v.weight]),
-                            torch.cat([self.w_k.bias, self.w_v.bias])).chunk(2, dim=-1)
+            k, v = F.linear(key, *_stacked(self.w_k, self.w_v)).chunk(2, dim=-1)
         else:
             q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
@@ -156,12 +161,17 @@ def store_attention_weights(model: nn.Module, enabled: bool = True):
 # %% ../nbs/02_attention.ipynb #7a29579b
 @torch.no_grad()
 def _mha_from_torch(cls, mha: nn.MultiheadAttention):
-    "A `MultiHeadedAttention` with the weights of `mha` (which must have biases and equal q/k/v sizes)."
-    if not mha._qkv_same_embed_dim or mha.in_proj_bias is None:
-        raise ValueError("`mha` must use one in_proj_weight (kdim = vdim = embed_dim) and bias=True")
-    ours = cls(mha.num_heads, mha.embed_dim, mha.dropout).to(mha.in_proj_weight)
-    for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3), mha.in_proj_bias.chunk(3)):
-        lin.weight.copy_(w); lin.bias.copy_(b)                        # each chunk is (d_model, d_model)
+    "A `MultiHeadedAttention` with the weights of `mha` (equal q/k/v sizes; with or without biases)."
+    if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+        raise ValueError("`mha` must use one in_proj_weight (kdim = vdim = embed_dim), "
+                         "without add_bias_kv or add_zero_attn (the paper has neither)")
+    bias = mha.in_proj_bias is not None
+    ours = cls(mha.num_heads, mha.embed_dim, mha.dropout, bias=bias).to(mha.in_proj_weight)
+    for lin, w in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3)):
+        lin.weight.copy_(w)                                           # each chunk is (d_model, d_model)
+    if bias:
+        for lin, b in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_bias.chunk(3)):
+            lin.bias.copy_(b)
     ours.w_o.load_state_dict(mha.out_proj.state_dict())
     return ours
 
@@ -169,9 +179,13 @@ def _mha_from_torch(cls, mha: nn.MultiheadAttention):
 @torch.no_grad()
 def _mha_to_torch(self) -> nn.MultiheadAttention:
     "An `nn.MultiheadAttention(batch_first=True)` with this module's weights."
-    mha = nn.MultiheadAttention(self.d_model, self.h, dropout=self.dropout.p, batch_first=True).to(self.w_q.weight)
-    mha.in_proj_weight.copy_(torch.cat([self.w_q.weight, self.w_k.weight, self.w_v.weight]))  # (3*d_model, d_model)
-    mha.in_proj_bias.copy_(torch.cat([self.w_q.bias, self.w_k.bias, self.w_v.bias]))
+    bias = self.w_q.bias is not None
+    mha = nn.MultiheadAttention(self.d_model, self.h, dropout=self.dropout.p, bias=bias,
+                                batch_first=True).to(self.w_q.weight)
+    w, b = _stacked(self.w_q, self.w_k, self.w_v)
+    mha.in_proj_weight.copy_(w)                                       # (3*d_model, d_model)
+    if bias:
+        mha.in_proj_bias.copy_(b)
     mha.out_proj.load_state_dict(self.w_o.state_dict())
     return mha
 

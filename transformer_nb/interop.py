@@ -24,7 +24,7 @@ def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm):
 
 
 def _torch_norm(ours: LayerNorm) -> nn.LayerNorm:
-    theirs = nn.LayerNorm(ours.weight.numel(), eps=ours.eps).to(ours.weight)
+    theirs = nn.LayerNorm(ours.weight.numel(), eps=ours.eps, bias=ours.bias is not None).to(ours.weight)
     theirs.load_state_dict(ours.state_dict())
     return theirs
 
@@ -34,8 +34,14 @@ def _check_relu(layer):
         raise ValueError("only ReLU feed-forward layers can be converted (the paper's choice); this layer uses another activation")
 
 
+def _has_bias(layer) -> bool:
+    "Whether a PyTorch layer was built with `bias=True` (its norms, projections and feed-forward layers alike)."
+    return layer.norm1.bias is not None
+
+
 def _ffn_from_torch(layer) -> PositionwiseFeedForward:
-    ffn = PositionwiseFeedForward(layer.linear1.in_features, layer.linear1.out_features, layer.dropout.p).to(layer.linear1.weight)
+    ffn = PositionwiseFeedForward(layer.linear1.in_features, layer.linear1.out_features, layer.dropout.p,
+                                  bias=layer.linear1.bias is not None).to(layer.linear1.weight)
     ffn.w_1.load_state_dict(layer.linear1.state_dict())
     ffn.w_2.load_state_dict(layer.linear2.state_dict())
     return ffn
@@ -46,7 +52,7 @@ def encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
     _check_relu(layer)
     d_model = layer.self_attn.embed_dim
     ours = EncoderLayer(d_model, MultiHeadedAttention.from_torch(layer.self_attn), _ffn_from_torch(layer),
-                        layer.dropout1.p, pre_norm=layer.norm_first)
+                        layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
     for i, norm in enumerate((layer.norm1, layer.norm2)):
         _copy_norm(ours.sublayer[i].norm, norm)
     return ours
@@ -58,10 +64,14 @@ def decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
     d_model = layer.self_attn.embed_dim
     ours = DecoderLayer(d_model, MultiHeadedAttention.from_torch(layer.self_attn),
                         MultiHeadedAttention.from_torch(layer.multihead_attn), _ffn_from_torch(layer),
-                        layer.dropout1.p, pre_norm=layer.norm_first)
+                        layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
     for i, norm in enumerate((layer.norm1, layer.norm2, layer.norm3)):
         _copy_norm(ours.sublayer[i].norm, norm)
     return ours
+
+
+def _our_bias(ours) -> bool:
+    return ours.sublayer[0].norm.bias is not None
 
 
 @torch.no_grad()
@@ -69,7 +79,7 @@ def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
     "A `nn.TransformerEncoderLayer(batch_first=True)` with this layer's weights."
     ffn = ours.feed_forward
     theirs = nn.TransformerEncoderLayer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p,
-                                        batch_first=True, norm_first=ours.pre_norm).to(ffn.w_1.weight)
+                                        batch_first=True, norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
     theirs.self_attn = ours.self_attn.to_torch()
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     theirs.norm1, theirs.norm2 = (_torch_norm(s.norm) for s in ours.sublayer)
@@ -81,7 +91,7 @@ def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     "A `nn.TransformerDecoderLayer(batch_first=True)` with this layer's weights."
     ffn = ours.feed_forward
     theirs = nn.TransformerDecoderLayer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p,
-                                        batch_first=True, norm_first=ours.pre_norm).to(ffn.w_1.weight)
+                                        batch_first=True, norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
     theirs.self_attn, theirs.multihead_attn = ours.self_attn.to_torch(), ours.src_attn.to_torch()
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     theirs.norm1, theirs.norm2, theirs.norm3 = (_torch_norm(s.norm) for s in ours.sublayer)
@@ -117,7 +127,8 @@ def to_torch(encoder: Encoder, decoder: Decoder) -> nn.Transformer:
     torch_encoder.layers, torch_decoder.layers = nn.ModuleList(enc_layers), nn.ModuleList(dec_layers)
     first = encoder.layers[0]
     transformer = nn.Transformer(first.size, first.self_attn.h, num_encoder_layers=1, num_decoder_layers=1,
-                                 dim_feedforward=first.feed_forward.w_1.out_features, batch_first=True).to(torch_encoder.layers[0].linear1.weight)
+                                 dim_feedforward=first.feed_forward.w_1.out_features, batch_first=True,
+                                 bias=_our_bias(first)).to(torch_encoder.layers[0].linear1.weight)
     transformer.encoder, transformer.decoder = torch_encoder, torch_decoder   # attached after construction: see the note above
     return transformer
 
@@ -157,7 +168,7 @@ def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, t
                        pre_norm=layer.pre_norm, max_len=max_len, padding_idx=tgt_embedding.padding_idx,
                        final_norm=isinstance(enc.norm, LayerNorm),
                        tie_weights=generator is None or generator.weight is tgt_embedding.weight,
-                       share_embeddings=src_embedding.weight is tgt_embedding.weight)
+                       share_embeddings=src_embedding.weight is tgt_embedding.weight, bias=_our_bias(layer))
     with torch.no_grad():
         model.encoder.load_state_dict(enc.state_dict())
         model.decoder.load_state_dict(dec.state_dict())

@@ -19,18 +19,19 @@ __all__ = ['LayerNorm', 'SublayerConnection', 'PositionwiseFeedForward', 'Encode
 
 # %% ../nbs/03_layers.ipynb #2fe8b8e2
 class LayerNorm(nn.Module):
-    "Layer normalization over the last dimension, equal to `nn.LayerNorm(features, eps)`."
-    def __init__(self, features: int, eps: float = 1e-5):
+    "Layer normalization over the last dimension, equal to `nn.LayerNorm(features, eps, bias=bias)`."
+    def __init__(self, features: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(features))   # gain γ
-        self.bias = nn.Parameter(torch.zeros(features))    # bias β
+        self.bias = nn.Parameter(torch.zeros(features)) if bias else None   # bias β
         self.eps = eps
 
     def forward_explicit(self, x):
         "The formula written out."
         mean = x.mean(-1, keepdim=True)                     # (..., 1)
         var = x.var(-1, unbiased=False, keepdim=True)       # (..., 1), biased: divide by d
-        return self.weight * (x - mean) / torch.sqrt(var + self.eps) + self.bias
+        y = self.weight * (x - mean) / torch.sqrt(var + self.eps)
+        return y if self.bias is None else y + self.bias
 
     def forward(self, x):
         "The same computation in one fused kernel."
@@ -39,9 +40,9 @@ class LayerNorm(nn.Module):
 # %% ../nbs/03_layers.ipynb #ade5ea42
 class SublayerConnection(nn.Module):
     "Residual connection around `sublayer` with dropout: post-norm `norm(x + drop(f(x)))` or pre-norm `x + drop(f(norm(x)))`."
-    def __init__(self, size: int, dropout: float, pre_norm: bool = False):
+    def __init__(self, size: int, dropout: float, pre_norm: bool = False, bias: bool = True):
         super().__init__()
-        self.norm = LayerNorm(size)
+        self.norm = LayerNorm(size, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.pre_norm = pre_norm
 
@@ -53,10 +54,10 @@ class SublayerConnection(nn.Module):
 # %% ../nbs/03_layers.ipynb #4f0d2d60
 class PositionwiseFeedForward(nn.Module):
     "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position of `(batch, len, d_model)`."
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True):
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):
@@ -65,10 +66,10 @@ class PositionwiseFeedForward(nn.Module):
 # %% ../nbs/03_layers.ipynb #8506ed2b
 class EncoderLayer(nn.Module):
     "Self-attention, then feed-forward; each wrapped in a residual `SublayerConnection`."
-    def __init__(self, size: int, self_attn, feed_forward, dropout: float, pre_norm: bool = False):
+    def __init__(self, size: int, self_attn, feed_forward, dropout: float, pre_norm: bool = False, bias: bool = True):
         super().__init__()
         self.self_attn, self.feed_forward = self_attn, feed_forward
-        self.sublayer = nn.ModuleList(SublayerConnection(size, dropout, pre_norm) for _ in range(2))
+        self.sublayer = nn.ModuleList(SublayerConnection(size, dropout, pre_norm, bias) for _ in range(2))
         self.size, self.pre_norm = size, pre_norm
 
     def forward(self, x, mask):
@@ -79,10 +80,11 @@ class EncoderLayer(nn.Module):
 
 class DecoderLayer(nn.Module):
     "Masked self-attention, cross-attention over the encoder output `memory`, then feed-forward."
-    def __init__(self, size: int, self_attn, src_attn, feed_forward, dropout: float, pre_norm: bool = False):
+    def __init__(self, size: int, self_attn, src_attn, feed_forward, dropout: float, pre_norm: bool = False,
+                 bias: bool = True):
         super().__init__()
         self.self_attn, self.src_attn, self.feed_forward = self_attn, src_attn, feed_forward
-        self.sublayer = nn.ModuleList(SublayerConnection(size, dropout, pre_norm) for _ in range(3))
+        self.sublayer = nn.ModuleList(SublayerConnection(size, dropout, pre_norm, bias) for _ in range(3))
         self.size, self.pre_norm = size, pre_norm
 
     def forward(self, x, memory, src_mask, tgt_mask, cache: dict | None = None):
@@ -101,9 +103,10 @@ def clones(module: nn.Module, N: int) -> nn.ModuleList:
 
 
 def _final_norm(layer, final_norm: bool | None) -> nn.Module:
-    "A LayerNorm to end a stack of layers: by default only when the layers are pre-norm."
+    "A LayerNorm (with β if the layers' norms have one) to end a stack: by default only with pre-norm layers."
     final_norm = layer.pre_norm if final_norm is None else final_norm
-    return LayerNorm(layer.size) if final_norm else nn.Identity()
+    bias = layer.sublayer[0].norm.bias is not None
+    return LayerNorm(layer.size, bias=bias) if final_norm else nn.Identity()
 
 
 class Encoder(nn.Module):

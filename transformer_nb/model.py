@@ -70,7 +70,7 @@ class Generator(nn.Module):
 
 # %% ../nbs/04_model.ipynb #16acba25
 _INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")
-_BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings")
+_BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
 
 
 def check_config(config: dict):
@@ -101,23 +101,25 @@ def check_config(config: dict):
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_len: int = 5000,
                padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False,
-               final_norm: bool | None = None) -> EncoderDecoder:
+               final_norm: bool | None = None, bias: bool = True) -> EncoderDecoder:
     """Build an `EncoderDecoder` from hyper-parameters, Xavier-initialized; its `config` records the arguments.
-    `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one)."""
+    `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one).
+    `bias=False`: attention, feed-forward and LayerNorm without additive biases (`nn.Transformer(bias=False)`)."""
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                   pre_norm=pre_norm, learned_pos=learned_pos, max_len=max_len, padding_idx=padding_idx,
-                  tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm)
+                  tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm,
+                  bias=bias)
     check_config(config)
     c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, dropout)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
+    attn = MultiHeadedAttention(h, d_model, dropout, bias)
+    ff = PositionwiseFeedForward(d_model, d_ff, dropout, bias)
     Position = LearnedPositionalEncoding if learned_pos else PositionalEncoding
     position = Position(d_model, dropout, max_len)
     src_emb = Embeddings(d_model, src_vocab, padding_idx)
     tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx)          # sized by the *target* vocabulary
     model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm), N, final_norm),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm), N, final_norm),
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),
+        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),
         nn.Sequential(src_emb, c(position)),
         nn.Sequential(tgt_emb, c(position)),
         Generator(d_model, tgt_vocab),
