@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -19,6 +20,7 @@ from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD,
 from .decoding import greedy_decode
 from .translation import (TranslationConfig, train_translation, translate, bleu, load_multi30k,
                                         save_translator, load_translator)
+from .distributed import world_from_env
 
 # %% auto #0
 __all__ = ['build_parser', 'main']
@@ -84,12 +86,28 @@ def _check_paths(a: argparse.Namespace):
         a.save = check_save_path(a.save, "--save")
 
 
+def _world(a: argparse.Namespace):
+    """The processes training together: several when started by torchrun (each on its own device; only the main
+    process prints), else this one alone."""
+    world = world_from_env(a.device)
+    a.quiet = not world.is_main
+    if world.size > 1:
+        a.device = str(world.device)
+        if a.quiet:
+            sys.stdout = open(os.devnull, "w")                # the main process prints for all
+        print(f"{world.size} processes ({world.backend}), {torch.get_num_threads()} thread(s) each; "
+              f"each batch is split between them", flush=True)
+    return world
+
+
 def _train(a: argparse.Namespace, run):
     "Call `run(on_epoch)`. On Ctrl-C, say what was kept and exit 130 instead of printing a traceback."
     finished = []
     try:
         return run(finished.append)
     except KeyboardInterrupt:
+        if a.quiet:
+            raise SystemExit(130)
         if a.save is not None and finished:
             print(f"\ninterrupted: the model after epoch {finished[-1]['epoch']} is in {a.save}; "
                   f"continue with --resume {a.save}", file=sys.stderr)
@@ -102,6 +120,7 @@ def _train(a: argparse.Namespace, run):
 
 def _copy(a: argparse.Namespace) -> int:
     _check_paths(a)
+    world = _world(a)
     if a.checkpoint is not None:
         kind = read_checkpoint(a.checkpoint, a.device)["kind"]
         if kind not in ("copy", "plain"):
@@ -122,9 +141,13 @@ def _copy(a: argparse.Namespace) -> int:
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
                                  f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
         model, history = _train(a, lambda done: train_copy(config, held_out=held, save=a.save, resume=a.resume,
-                                                           on_epoch=lambda r: (report(r), done(r))))
+                                                           on_epoch=lambda r: (report(r), done(r)), world=world))
         if a.save is not None:
             print(f"saved the model to {a.save}")
+    if world.size > 1:
+        world.close()
+        if a.quiet:                                           # training is shared; evaluating is the main process's
+            return 0
     accuracy = copy_accuracy(model, held)
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
     examples = held[: a.examples].to(a.device)
@@ -147,6 +170,7 @@ def _translate_data(a: argparse.Namespace, split: str):
 
 def _translate(a: argparse.Namespace) -> int:
     _check_paths(a)
+    world = _world(a)
     if a.checkpoint is not None:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
         print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, " + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
@@ -164,9 +188,14 @@ def _translate(a: argparse.Namespace) -> int:
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
                                  f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s", flush=True)
         model, tokenizer, history = _train(a, lambda done: train_translation(
-            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (report(r), done(r))))
+            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (report(r), done(r)),
+            world=world))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")
+    if world.size > 1:
+        world.close()
+        if a.quiet:                                           # training is shared; evaluating is the main process's
+            return 0
     decoder = "greedy" if a.beam == 1 else f"beam {a.beam}"
     if a.sentence:
         for s, t in zip(a.sentence, translate(model, tokenizer, a.sentence, beam_size=a.beam)):

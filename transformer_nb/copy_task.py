@@ -100,11 +100,11 @@ def epoch_batches(config: CopyConfig, epoch: int) -> list:
 
 
 def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool | None = None, on_epoch=None,
-               save=None, resume=None):
+               save=None, resume=None, world=None):
     """Train a model on the copy task until `config.target_accuracy` on `held_out` (default `held_out_set()`) or
     `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
-    `config.epochs` and `config.device` are taken from `config`)."""
+    `config.epochs` and `config.device` are taken from `config`); `world`: several processes (chapter 10)."""
     if resume is not None:
         saved = read_checkpoint(resume, kind="copy")["extra"]["config"]
         config = CopyConfig(**{**saved, "epochs": config.epochs, "device": config.device})
@@ -121,5 +121,5 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
                     scheduler=scheduler, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,
                     evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
                     stop=lambda h: h[-1]["accuracy"] >= config.target_accuracy,
-                    save=save, resume=resume, extra={"config": asdict(config)}, kind="copy")
+                    save=save, resume=resume, extra={"config": asdict(config)}, kind="copy", world=world)
     return model, history

@@ -26,7 +26,7 @@ from .model import make_model, check_config
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'Batch', 'rate', 'LabelSmoothing', 'SimpleLossCompute', 'TrainState',
            'run_epoch', 'show_progress', 'atomic_write', 'check_save_path', 'save_checkpoint', 'CheckpointError',
-           'read_checkpoint', 'model_from_checkpoint', 'load_checkpoint', 'noam_optimizer', 'train']
+           'read_checkpoint', 'model_from_checkpoint', 'load_checkpoint', 'noam_optimizer', 'SingleProcess', 'train']
 
 # %% ../nbs/05_training.ipynb #9018830a
 class Batch:
@@ -35,6 +35,7 @@ class Batch:
         if src.dim() != 2:
             raise ValueError(f"`src` must be a (batch, len) tensor of token ids, got shape {tuple(src.shape)}")
         self.src, self.pad = src, pad
+        self.nsamples = src.size(0)                                  # sentences in the batch
         self.src_mask = padding_mask(src, pad)                       # (batch, 1, len_src)
         if tgt is not None:
             if tgt.dim() != 2 or tgt.size(0) != src.size(0) or tgt.size(1) < 2:
@@ -127,13 +128,16 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     start = time.perf_counter()
     with torch.set_grad_enabled(train), bar:
         for i, batch in enumerate(data_iter, 1):
-            out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
-            loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens)
+            inner = train and pending + 1 < accum_iter and i != total    # not the last batch before a step
+            with _no_sync(model, inner):
+                out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
+                loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens)
+                if train:
+                    (loss_node / accum_iter).backward()                  # average over the accumulated batches
             if train:
-                (loss_node / accum_iter).backward()                      # average over the accumulated batches
                 pending += 1
                 train_state.step += 1
-                train_state.samples += batch.src.size(0)
+                train_state.samples += batch.nsamples
                 train_state.tokens += batch.ntokens
                 if pending == accum_iter:
                     _optimizer_step(optimizer, scheduler, train_state)
@@ -161,6 +165,13 @@ def show_progress(progress: bool | None = None) -> bool:
         return bool(progress)
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
+
+
+def _no_sync(model, inner: bool):
+    "On several processes (chapter 10), gradients of inner accumulation steps stay local: no all-reduce until the step."
+    if inner and hasattr(model, "no_sync"):
+        return model.no_sync()
+    return contextlib.nullcontext()
 
 
 def _optimizer_step(optimizer, scheduler, train_state):
@@ -363,9 +374,27 @@ def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
     return optimizer, LambdaLR(optimizer, lambda step: rate(step, d_model, factor, warmup))
 
 
+class SingleProcess:
+    """How `train` works with the other processes training the same model, when there are none: every method is the
+    identity. Chapter 10's `World` implements the same methods for data-parallel training on several processes."""
+    rank, size, is_main = 0, 1, True
+
+    def wrap(self, model):            # the module that runs forward and backward
+        return model
+
+    def loss(self, loss_compute):     # the loss, normalised over all processes' tokens
+        return loss_compute
+
+    def shard(self, batches):         # this process's part of every batch
+        return batches
+
+    def share(self, obj):             # the main process's `obj`, on every process
+        return obj
+
+
 def train(model, batches, epochs: int, loss_compute=None, optimizer=None, scheduler=None, *, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
-          extra: dict | None = None, kind: str = "plain", progress: bool | None = None) -> list[dict]:
+          extra: dict | None = None, kind: str = "plain", progress: bool | None = None, world=None) -> list[dict]:
     """Train `model` for up to `epochs` epochs and return one record per epoch.
 
     - `batches`: a list of `Batch`es used every epoch, or a function `batches(epoch)` returning that epoch's batches.
@@ -374,10 +403,12 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     - After each epoch: `evaluate(model)` returns a dict merged into the record; the record goes into `save`
       (a checkpoint, written atomically, that `resume` can continue from exactly); `on_epoch(record)` is called;
       `stop(history)` returning True ends training early.
-    - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`."""
+    - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
+    - `world`: the processes training together (chapter 10's `World`); default one process, `SingleProcess()`."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
-    if save is not None:
+    world = world if world is not None else SingleProcess()
+    if save is not None and world.is_main:
         save = check_save_path(save, "save")                              # before any work is done
     device = next(model.parameters()).device
     if loss_compute is None:
@@ -394,18 +425,21 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
         extra = {**{k: v for k, v in saved.items() if k != "history"}, **extra}   # the saved data travel on
         if history and stop is not None and stop(history):              # it had already finished
             epochs = len(history)
+    replica, loss_compute = world.wrap(model), world.loss(loss_compute)  # one process: the model and loss themselves
+    progress = progress if world.is_main else False
     for epoch in range(len(history) + 1, epochs + 1):
         start = time.perf_counter()
         data = batches(epoch) if callable(batches) else batches
-        data = [b.to(device) for b in data]
-        loss, state = run_epoch(data, model, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
+        data = world.shard([b.to(device) for b in data])                # one process: every batch whole
+        loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                 train_state=state, progress=progress)
-        record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **(evaluate(model) if evaluate else {}))
+        scores = world.share(evaluate(model) if evaluate and world.is_main else {})  # evaluated once, known to all
+        record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
         record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start  # evaluation included
         history.append(record)
-        if save is not None:
+        if save is not None and world.is_main:
             save_checkpoint(save, model, optimizer, scheduler, state, {**extra, "history": history}, kind)
-        if on_epoch is not None:
+        if on_epoch is not None and world.is_main:
             on_epoch(record)
         if stop is not None and stop(history):
             break

@@ -339,12 +339,13 @@ class TranslationConfig:
 
 
 def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokenizer: Tokenizer | None = None,
-                      progress: bool | None = None, on_epoch=None, bleu_sentences: int = 200, save=None, resume=None):
+                      progress: bool | None = None, on_epoch=None, bleu_sentences: int = 200, save=None, resume=None,
+                      world=None):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
     token, and greedy BLEU on the first `bleu_sentences` of `val_pairs`. `save`: a checkpoint (with the tokenizer)
     written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs` and `config.device`
-    are taken from `config`)."""
+    are taken from `config`); `world`: several processes (chapter 10)."""
     if resume is not None:
         saved = read_checkpoint(resume, kind="translation")["extra"]["config"]
         config = TranslationConfig(**{**saved, "epochs": config.epochs, "device": config.device})
@@ -372,7 +373,7 @@ def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokeniz
     optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
     history = train(model, lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch),
                     config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate, on_epoch=on_epoch,
-                    save=save, resume=resume, kind="translation", progress=progress,
+                    save=save, resume=resume, kind="translation", progress=progress, world=world,
                     extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config)})
     return model, tokenizer, history
 
