@@ -8,7 +8,8 @@ from .masks import subsequent_mask, padding_mask, make_std_mask
 from .attention import attention, MultiHeadedAttention
 from .model import EncoderDecoder, Generator, make_model, count_parameters
 from .training import (Batch, rate, LabelSmoothing, SimpleLossCompute, TrainState, run_epoch, train, noam_optimizer,
-                       save_checkpoint, load_checkpoint, model_from_checkpoint, read_checkpoint, CheckpointError)
+                       save_checkpoint, load_checkpoint, model_from_checkpoint, read_checkpoint, CheckpointError,
+                       average_checkpoints)
 from .decoding import greedy_decode, beam_search
 from .interop import from_torch, to_torch, model_from_torch
 from .distributed import World, world_from_env
@@ -16,5 +17,5 @@ from .distributed import World, world_from_env
 __all__ = ["subsequent_mask", "padding_mask", "make_std_mask", "attention", "MultiHeadedAttention", "EncoderDecoder",
            "Generator", "make_model", "count_parameters", "Batch", "rate", "LabelSmoothing", "SimpleLossCompute",
            "TrainState", "run_epoch", "train", "noam_optimizer", "save_checkpoint", "load_checkpoint",
-           "model_from_checkpoint", "read_checkpoint", "CheckpointError", "greedy_decode", "beam_search", "from_torch",
+           "model_from_checkpoint", "read_checkpoint", "CheckpointError", "average_checkpoints", "greedy_decode", "beam_search", "from_torch",
            "to_torch", "model_from_torch", "World", "world_from_env"]

@@ -26,7 +26,8 @@ from .model import make_model, check_config
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'Batch', 'rate', 'LabelSmoothing', 'SimpleLossCompute', 'TrainState',
            'run_epoch', 'show_progress', 'atomic_write', 'check_save_path', 'save_checkpoint', 'CheckpointError',
-           'read_checkpoint', 'model_from_checkpoint', 'load_checkpoint', 'noam_optimizer', 'SingleProcess', 'train']
+           'read_checkpoint', 'model_from_checkpoint', 'load_checkpoint', 'noam_optimizer', 'SingleProcess', 'train',
+           'average_checkpoints']
 
 # %% ../nbs/05_training.ipynb #9018830a
 class Batch:
@@ -69,21 +70,46 @@ class LabelSmoothing(nn.Module):
             raise ValueError(f"need size >= 3 and 0 <= smoothing < 1, got size={size}, smoothing={smoothing}")
         self.size, self.padding_idx = size, padding_idx
         self.smoothing, self.confidence = smoothing, 1.0 - smoothing
-        self.true_dist = None                                          # the last target distribution, for plotting
+        self.target = None                                             # the last labels, for `true_dist`
 
-    def forward(self, x, target):
-        "`x` `(n, size)` log-probabilities, `target` `(n,)` token ids → summed KL divergence."
-        if x.dim() != 2 or x.size(1) != self.size or target.shape != x.shape[:1]:
-            raise ValueError(f"`x` must be (n, size={self.size}) log-probabilities and `target` (n,), "
-                             f"got {tuple(x.shape)} and {tuple(target.shape)}")
-        true_dist = torch.full_like(x, self.smoothing / (self.size - 2))
+    def target_distribution(self, target, dtype=torch.float32):
+        "The smoothed target `q` `(n, size)` for labels `target` `(n,)`: what the loss compares the model with."
+        true_dist = torch.full((target.numel(), self.size), self.smoothing / (self.size - 2), dtype=dtype,
+                               device=target.device)
         true_dist.scatter_(1, target.unsqueeze(1), self.confidence)    # the label gets 1 - smoothing
         true_dist[:, self.padding_idx] = 0                             # never predict padding
-        true_dist.masked_fill_((target == self.padding_idx).unsqueeze(1), 0.0)  # pad labels: empty row
-        self.true_dist = true_dist.detach()
+        return true_dist.masked_fill_((target == self.padding_idx).unsqueeze(1), 0.0)  # pad labels: empty row
+
+    @property
+    def true_dist(self):
+        "The target distribution of the last call, built on demand (for plots; the loss itself never builds it)."
+        return None if self.target is None else self.target_distribution(self.target)
+
+    def forward_explicit(self, x, target):
+        "The definition: build `q`, then sum q (log q - log p) over its nonzero entries."
+        self._check(x, target)
+        true_dist = self.target_distribution(target, x.dtype)
         positive = true_dist > 0
         terms = true_dist * (true_dist.clamp_min(1e-30).log() - x)     # q (log q - log p)
         return torch.where(positive, terms, torch.zeros_like(terms)).sum()  # terms with q = 0 are 0, not NaN
+
+    def forward(self, x, target):
+        "`x` `(n, size)` log-probabilities, `target` `(n,)` token ids → summed KL divergence, in closed form."
+        self._check(x, target)
+        self.target = target.detach()
+        c, s, pad = self.confidence, self.smoothing / (self.size - 2), self.padding_idx
+        keep = target != pad                                           # (n,): rows that count
+        entropy = c * math.log(c) + (self.size - 2) * s * math.log(s) if s > 0 else 0.0   # Σ q log q, per row
+        label = x.gather(1, target.unsqueeze(1)).squeeze(1)            # (n,): log p of the label
+        loss = entropy - (c - s) * label if s > 0 else entropy - c * label
+        if s > 0:                                                      # - s Σ_{w ≠ pad} log p(w)
+            loss = loss - s * (x[:, :pad].sum(1) + x[:, pad + 1:].sum(1))
+        return torch.where(keep, loss, torch.zeros_like(loss)).sum()
+
+    def _check(self, x, target):
+        if x.dim() != 2 or x.size(1) != self.size or target.shape != x.shape[:1]:
+            raise ValueError(f"`x` must be (n, size={self.size}) log-probabilities and `target` (n,), "
+                             f"got {tuple(x.shape)} and {tuple(target.shape)}")
 
 # %% ../nbs/05_training.ipynb #7ec03bf9
 class SimpleLossCompute:
@@ -445,3 +471,21 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
             break
     model.eval()
     return history
+
+# %% ../nbs/05_training.ipynb #9ea9b8ab
+@torch.no_grad()
+def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
+    """A model (in eval mode) whose weights are the mean of the weights saved in `paths`, as the paper averaged its
+    last 5 (base) or 20 (big) checkpoints. Every file is checked and must hold the same architecture."""
+    paths = list(paths)
+    if not paths:
+        raise ValueError("`paths` is empty: give the checkpoints to average")
+    ckpts = [read_checkpoint(p, map_location, kind) for p in paths]
+    for path, ckpt in zip(paths, ckpts):
+        if ckpt["config"] != ckpts[-1]["config"]:
+            raise CheckpointError(path, f"a different model than {paths[-1]} (their configs differ)", ours=True)
+    model = model_from_checkpoint(paths[-1], map_location, kind)
+    last = ckpts[-1]["model"]
+    mean = {k: torch.stack([c["model"][k].double() for c in ckpts]).mean(0).to(v.dtype) for k, v in last.items()}
+    model.load_state_dict(mean)
+    return model
