@@ -130,10 +130,10 @@ def _copy(a: argparse.Namespace) -> int:
         print(f"loaded {a.checkpoint}: " + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
     else:
         config = CopyConfig(seed=a.seed, epochs=a.epochs, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h,
-                            pre_norm=a.pre_norm, batch_size=a.batch_size, device=a.device)
+                            pre_norm=a.pre_norm, batch_size=a.batch_size, device=a.device, precision=a.precision)
         if a.resume is not None:
             config = CopyConfig(**{**read_checkpoint(a.resume, kind="copy")["extra"]["config"], "epochs": a.epochs,
-                                   "device": a.device})
+                                   "device": a.device, "precision": a.precision})
         held = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
         print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={config.N}, "
               f"d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, batch {config.batch_size}, "
@@ -176,10 +176,10 @@ def _translate(a: argparse.Namespace) -> int:
         print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, " + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
     else:
         config = TranslationConfig(vocab_size=a.vocab_size, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, epochs=a.epochs,
-                                   max_tokens=a.max_tokens, seed=a.seed, device=a.device)
+                                   max_tokens=a.max_tokens, seed=a.seed, device=a.device, precision=a.precision)
         if a.resume is not None:
             config = TranslationConfig(**{**read_checkpoint(a.resume, kind="translation")["extra"]["config"],
-                                          "epochs": a.epochs, "device": a.device})
+                                          "epochs": a.epochs, "device": a.device, "precision": a.precision})
         train_pairs = _translate_data(a, "train")[: a.train_pairs]
         val_pairs = _translate_data(a, "val")
         print(f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} Multi30k "
@@ -198,11 +198,11 @@ def _translate(a: argparse.Namespace) -> int:
             return 0
     decoder = "greedy" if a.beam == 1 else f"beam {a.beam}"
     if a.sentence:
-        for s, t in zip(a.sentence, translate(model, tokenizer, a.sentence, beam_size=a.beam)):
+        for s, t in zip(a.sentence, translate(model, tokenizer, a.sentence, beam_size=a.beam, precision=a.precision)):
             print(f"{s}\n  -> {t}")
         return 0
     test = _translate_data(a, "test")[: a.test_sentences]
-    hypotheses = translate(model, tokenizer, [de for de, _ in test], beam_size=a.beam)
+    hypotheses = translate(model, tokenizer, [de for de, _ in test], beam_size=a.beam, precision=a.precision)
     print(f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): {bleu(hypotheses, [en for _, en in test])}")
     for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
         print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
@@ -212,6 +212,8 @@ def _translate(a: argparse.Namespace) -> int:
 def _add_run_args(p: argparse.ArgumentParser, what: str):
     "The options `copy` and `translate` share: where to run, and what to keep."
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
+    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32", help="bf16: matrix products in "
+                   "bfloat16 (autocast), weights in float32; auto: bf16 where the device is fast at it (default: fp32)")
     p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core). Two PyTorch processes "
                    "on the same cores slow each other down ten times or more: run one at a time, or split the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "

@@ -91,6 +91,7 @@ class CopyConfig:
     target_accuracy: float = 1.0
     seed: int = 0
     device: str = "cpu"
+    precision: str = "fp32"       # or "bf16", "auto" (chapter 05)
 
 
 def epoch_batches(config: CopyConfig, epoch: int) -> list:
@@ -104,10 +105,11 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
     """Train a model on the copy task until `config.target_accuracy` on `held_out` (default `held_out_set()`) or
     `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
-    `config.epochs` and `config.device` are taken from `config`); `world`: several processes (chapter 10)."""
+    `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes (chapter 10)."""
     if resume is not None:
         saved = read_checkpoint(resume, kind="copy")["extra"]["config"]
-        config = CopyConfig(**{**saved, "epochs": config.epochs, "device": config.device})
+        config = CopyConfig(**{**saved, "epochs": config.epochs, "device": config.device,
+                             "precision": config.precision})
         model = model_from_checkpoint(resume, config.device, kind="copy")
     else:
         torch.manual_seed(config.seed)
@@ -121,5 +123,6 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
                     scheduler=scheduler, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,
                     evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
                     stop=lambda h: h[-1]["accuracy"] >= config.target_accuracy,
-                    save=save, resume=resume, extra={"config": asdict(config)}, kind="copy", world=world)
+                    save=save, resume=resume, extra={"config": asdict(config)}, kind="copy", world=world,
+                    precision=config.precision)
     return model, history

@@ -15,6 +15,7 @@ from torch import nn
 from .embedding import PositionalEncoding, LearnedPositionalEncoding
 from .attention import KVCache
 from .masks import subsequent_mask
+from .training import autocast
 
 # %% auto #0
 __all__ = ['init_cache', 'next_log_probs', 'max_positions', 'greedy_decode', 'beam_search']
@@ -68,13 +69,14 @@ def _check_decode_args(model, src, src_mask, max_len) -> int:
 
 @torch.no_grad()
 def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
-                  pad_symbol: int | None = None, use_cache: bool = True):
-    "Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with `pad_symbol` (default: `end_symbol`)."
+                  pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
+    """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
+    `pad_symbol` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
     fill = pad_symbol if pad_symbol is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
-    with _eval_mode(model):
+    with _eval_mode(model), autocast(precision, src.device):
         memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), computed once
         ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
@@ -92,9 +94,10 @@ def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_sym
 # %% ../nbs/06_decoding.ipynb #3ae7658b
 @torch.no_grad()
 def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int, beam_size: int = 4,
-                length_penalty: float = 0.6, pad_symbol: int | None = None, use_cache: bool = True):
+                length_penalty: float = 0.6, pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
     """Beam search; returns `(tokens, scores)`: the best hypothesis per sentence `(batch, <= max_len)` (starting with
-    `start_symbol`, finished rows filled with `pad_symbol` or `end_symbol`) and its length-normalized log-probability `(batch,)`."""
+    `start_symbol`, finished rows filled with `pad_symbol` or `end_symbol`) and its length-normalized log-probability `(batch,)`.
+    `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
@@ -104,7 +107,7 @@ def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbo
     if b == 0:                                                         # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
     fill = pad_symbol if pad_symbol is not None else end_symbol
-    with _eval_mode(model):
+    with _eval_mode(model), autocast(precision, dev):
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
         if src_mask is not None:
             src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)

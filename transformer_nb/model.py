@@ -66,7 +66,9 @@ class Generator(nn.Module):
         self.proj = nn.Linear(d_model, vocab)
 
     def forward(self, x):
-        return self.proj(x).log_softmax(dim=-1)
+        logits = self.proj(x)                                          # (batch, len, vocab)
+        low = logits.dtype in (torch.bfloat16, torch.float16)          # under autocast (chapter 05)
+        return logits.log_softmax(dim=-1, dtype=torch.float32 if low else None)   # log-probabilities in float32
 
 # %% ../nbs/04_model.ipynb #16acba25
 _INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")

@@ -278,8 +278,9 @@ def bucket_batches(examples, max_tokens: int, shuffle: bool = True, seed: int = 
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.6,
-              batch_size: int = 100) -> list[str]:
-    "Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text."
+              batch_size: int = 100, precision: str = "fp32") -> list[str]:
+    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text.
+    `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -297,10 +298,11 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         max_len = int(src.size(1) * 1.5) + 10
         max_len = min(max_len, limit) if limit is not None else max_len
         if beam_size == 1:
-            ys = greedy_decode(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, tokenizer.pad)
+            ys = greedy_decode(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, tokenizer.pad,
+                               precision=precision)
         else:
             ys, _ = beam_search(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, beam_size,
-                                length_penalty, tokenizer.pad)
+                                length_penalty, tokenizer.pad, precision=precision)
         out += [tokenizer.decode(y) for y in ys]                          # ys: (batch, <= max_len)
     return out
 
@@ -336,6 +338,7 @@ class TranslationConfig:
     warmup: int = 400
     seed: int = 0
     device: str = "cpu"
+    precision: str = "fp32"       # or "bf16", "auto" (chapter 05)
 
 
 def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokenizer: Tokenizer | None = None,
@@ -344,11 +347,12 @@ def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokeniz
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
     token, and greedy BLEU on the first `bleu_sentences` of `val_pairs`. `save`: a checkpoint (with the tokenizer)
-    written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs` and `config.device`
-    are taken from `config`); `world`: several processes (chapter 10)."""
+    written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs`, `config.device` and
+    `config.precision` are taken from `config`); `world`: several processes (chapter 10)."""
     if resume is not None:
         saved = read_checkpoint(resume, kind="translation")["extra"]["config"]
-        config = TranslationConfig(**{**saved, "epochs": config.epochs, "device": config.device})
+        config = TranslationConfig(**{**saved, "epochs": config.epochs, "device": config.device,
+                             "precision": config.precision})
         model, tokenizer, _ = load_translator(resume, config.device)
     else:
         torch.manual_seed(config.seed)
@@ -366,14 +370,16 @@ def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokeniz
     sample = val_pairs[:bleu_sentences]
 
     def evaluate(model):
-        val_loss, _ = run_epoch(val_batches, model, loss_compute, mode="eval", progress=False)
-        hypotheses = translate(model, tokenizer, [de for de, _ in sample])
+        val_loss, _ = run_epoch(val_batches, model, loss_compute, mode="eval", progress=False,
+                                precision=config.precision)
+        hypotheses = translate(model, tokenizer, [de for de, _ in sample], precision=config.precision)
         return dict(val_loss=val_loss, val_bleu=bleu(hypotheses, [en for _, en in sample]).score)
 
     optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
     history = train(model, lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch),
                     config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate, on_epoch=on_epoch,
                     save=save, resume=resume, kind="translation", progress=progress, world=world,
+                    precision=config.precision,
                     extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config)})
     return model, tokenizer, history
 
