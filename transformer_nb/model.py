@@ -86,9 +86,13 @@ def check_config(config: dict):
             raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
     if config["final_norm"] is not None and not isinstance(config["final_norm"], bool):
         raise ValueError(f"`final_norm` must be True, False or None, got {config['final_norm']!r}")
-    dropout = config["dropout"]
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"`dropout` must be a probability in [0, 1), got {dropout!r}")
+    for name in ("dropout", "attn_dropout", "ff_dropout"):
+        p = config.get(name)
+        if p is None and name != "dropout":
+            continue                                                   # None: the same as `dropout`
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+            raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
+                             f"got {p!r}")
     if config["d_model"] % config["h"]:
         raise ValueError(f"d_model={config['d_model']} must be divisible by the number of heads h={config['h']} "
                          f"(each head gets d_k = d_model / h dimensions)")
@@ -103,18 +107,20 @@ def check_config(config: dict):
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_len: int = 5000,
                padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False,
-               final_norm: bool | None = None, bias: bool = True) -> EncoderDecoder:
+               final_norm: bool | None = None, bias: bool = True, attn_dropout: float | None = None,
+               ff_dropout: float | None = None) -> EncoderDecoder:
     """Build an `EncoderDecoder` from hyper-parameters, Xavier-initialized; its `config` records the arguments.
     `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one).
-    `bias=False`: attention, feed-forward and LayerNorm without additive biases (`nn.Transformer(bias=False)`)."""
+    `bias=False`: attention, feed-forward and LayerNorm without additive biases (`nn.Transformer(bias=False)`).
+    `attn_dropout`, `ff_dropout`: dropout on attention weights and inside the feed-forward layer (default: `dropout`)."""
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                   pre_norm=pre_norm, learned_pos=learned_pos, max_len=max_len, padding_idx=padding_idx,
                   tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm,
-                  bias=bias)
+                  bias=bias, attn_dropout=attn_dropout, ff_dropout=ff_dropout)
     check_config(config)
     c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, dropout, bias)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout, bias)
+    attn = MultiHeadedAttention(h, d_model, dropout if attn_dropout is None else attn_dropout, bias)
+    ff = PositionwiseFeedForward(d_model, d_ff, dropout if ff_dropout is None else ff_dropout, bias)
     Position = LearnedPositionalEncoding if learned_pos else PositionalEncoding
     position = Position(d_model, dropout, max_len)
     src_emb = Embeddings(d_model, src_vocab, padding_idx)
