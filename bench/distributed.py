@@ -18,7 +18,8 @@ import torch
 from transformer_nb.copy_task import CopyConfig, epoch_batches
 from transformer_nb.distributed import world_from_env
 from transformer_nb.model import make_model
-from transformer_nb.training import Batch, train
+from transformer_nb.training import train
+from train_step import batches                               # bench/ is on sys.path: run as python bench/NAME.py
 
 TASKS = {  # name: (model arguments, description)
     "copy": (dict(src_vocab=11, tgt_vocab=11, N=1, d_model=32, d_ff=64, h=4, dropout=0.0),
@@ -29,19 +30,9 @@ TASKS = {  # name: (model arguments, description)
 }
 
 
-def translation_batches(epoch: int, n: int = 12, batch: int = 64, vocab: int = 4000, mean_len: int = 15):
-    "Random sentence pairs of varied length, padded, like one of chapter 09's buckets; the same for every process."
-    g = torch.Generator().manual_seed(epoch)
-    out = []
-    for _ in range(n):
-        lengths = (torch.randn(batch, generator=g) * 3 + mean_len).round().clamp(3, 2 * mean_len).long()
-        width = int(lengths.max()) + 2
-        seq = torch.randint(3, vocab, (batch, width), generator=g)
-        seq[:, 0] = 1
-        seq[torch.arange(width) > lengths.unsqueeze(1)] = 0
-        seq[torch.arange(batch), lengths] = 2
-        out.append(Batch(seq, seq.roll(1, dims=0), pad=0))
-    return out
+def translation_batches(epoch: int):
+    "12 batches of 64 random sentence pairs of about 15 tokens (train_step.py's), the same for every process."
+    return batches(12, 64, 4000, 15, torch.Generator().manual_seed(epoch))
 
 
 def worker(task: str, epochs: int):
@@ -50,10 +41,10 @@ def worker(task: str, epochs: int):
     torch.manual_seed(0)
     model = make_model(**TASKS[task][0], padding_idx=0, tie_weights=task == "translation",
                        share_embeddings=task == "translation")            # as chapter 09's recipe
-    batches = (lambda e: epoch_batches(CopyConfig(), e)) if task == "copy" else translation_batches
-    tokens = sum(b.ntokens for b in batches(2))                       # every epoch has about as many
+    data = (lambda e: epoch_batches(CopyConfig(), e)) if task == "copy" else translation_batches
+    tokens = sum(b.ntokens for b in data(2))                          # every epoch has about as many
     times = []
-    train(model, batches, epochs, smoothing=0.1, progress=False, world=world,
+    train(model, data, epochs, smoothing=0.1, progress=False, world=world,
           on_epoch=lambda r: times.append(r["seconds"]))
     if world.is_main:
         per_epoch = statistics.median(b - a for a, b in zip(times, times[1:]))   # epoch 1 is warm-up

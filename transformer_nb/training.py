@@ -101,7 +101,7 @@ class LabelSmoothing(nn.Module):
         keep = target != pad                                           # (n,): rows that count
         entropy = c * math.log(c) + (self.size - 2) * s * math.log(s) if s > 0 else 0.0   # Σ q log q, per row
         label = x.gather(1, target.unsqueeze(1)).squeeze(1)            # (n,): log p of the label
-        loss = entropy - (c - s) * label if s > 0 else entropy - c * label
+        loss = entropy - (c - s) * label
         if s > 0:                                                      # - s Σ_{w ≠ pad} log p(w)
             loss = loss - s * (x[:, :pad].sum(1) + x[:, pad + 1:].sum(1))
         return torch.where(keep, loss, torch.zeros_like(loss)).sum()
@@ -480,10 +480,10 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
     world = world if world is not None else SingleProcess()
-    precision = resolve_precision(precision, next(model.parameters()).device)   # a bad value fails before any work
+    device = next(model.parameters()).device
+    precision = resolve_precision(precision, device)                      # a bad value fails before any work
     if save is not None and world.is_main:
         save = check_save_path(save, "save")                              # before any work is done
-    device = next(model.parameters()).device
     if loss_compute is None:
         vocab, pad = model.config["tgt_vocab"], model.config["padding_idx"]
         if pad is None:
