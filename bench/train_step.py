@@ -1,7 +1,9 @@
-"""Training-step speed: this project's make_model against torch.nn.Transformer wrapped with the same embeddings,
-positional encoding and generator, at equal configuration, measured alternately in one run.
+"""Training-step speed: this project's make_model and loss against what a PyTorch user would write, torch.nn.Transformer
+with a linear output layer and nn.CrossEntropyLoss(label_smoothing=0.1) (same embeddings and positional encoding), at
+equal configuration and precision, measured alternately in one run.
 
-    python bench/train_step.py                 # d_model 256, h 4, 3+3 layers, d_ff 1024, 64 pairs of ~15 tokens
+    python bench/train_step.py                     # float32; d_model 256, h 4, 3+3 layers, d_ff 1024, 64 pairs of ~15 tokens
+    python bench/train_step.py --precision bf16    # both under autocast to bfloat16
     python bench/train_step.py --rounds 10 --pre-norm
 """
 import argparse
@@ -13,22 +15,36 @@ from torch import nn
 
 from transformer_nb.masks import subsequent_mask, keep_to_ignore
 from transformer_nb.model import make_model
-from transformer_nb.training import Batch, LabelSmoothing, SimpleLossCompute
+from transformer_nb.training import Batch, LabelSmoothing, SimpleLossCompute, autocast
 
 
 class TorchTransformerModel(nn.Module):
-    "nn.Transformer between this project's embeddings (with positions) and generator, taking this project's masks."
-    def __init__(self, ours, N, d_model, d_ff, h, dropout, pre_norm):
+    "nn.Transformer between this project's embeddings (with positions) and a linear layer giving logits."
+    def __init__(self, ours, N, d_model, d_ff, h, dropout, pre_norm, vocab):
         super().__init__()
-        self.src_embed, self.tgt_embed, self.generator = ours.src_embed, ours.tgt_embed, ours.generator
+        self.src_embed, self.tgt_embed = ours.src_embed, ours.tgt_embed
+        self.proj = nn.Linear(d_model, vocab)
         self.transformer = nn.Transformer(d_model, h, N, N, d_ff, dropout, batch_first=True, norm_first=pre_norm)
 
     def forward(self, src, tgt, src_mask, tgt_mask):
         src_pad = ~src_mask[:, 0]                                      # keep (b, 1, Ls) -> ignore (b, Ls)
         causal = keep_to_ignore(subsequent_mask(tgt.size(1), device=tgt.device)[0])  # (Lt, Lt), True = may not attend
         tgt_pad = ~tgt_mask[:, -1]                                     # last row of the keep-mask: non-pad keys
-        return self.transformer(self.src_embed(src), self.tgt_embed(tgt), tgt_mask=causal, src_key_padding_mask=src_pad,
-                                tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad, tgt_is_causal=True)
+        out = self.transformer(self.src_embed(src), self.tgt_embed(tgt), tgt_mask=causal, src_key_padding_mask=src_pad,
+                               tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad, tgt_is_causal=True)
+        return self.proj(out)                                          # (b, Lt, vocab) logits
+
+
+def ours_step(model, loss_compute, b):
+    "This project's way: the model's output through its generator and the closed-form LabelSmoothing."
+    _, loss = loss_compute(model(b.src, b.tgt, b.src_mask, b.tgt_mask), b.tgt_y, b.ntokens)
+    return loss
+
+
+def torch_step(model, loss_fn, b):
+    "The usual PyTorch way: logits into nn.CrossEntropyLoss(label_smoothing=0.1, ignore_index=pad), summed per token."
+    logits = model(b.src, b.tgt, b.src_mask, b.tgt_mask)
+    return loss_fn(logits.reshape(-1, logits.size(-1)), b.tgt_y.reshape(-1)) / b.ntokens
 
 
 def batches(n, batch, vocab, mean_len, gen):
@@ -47,11 +63,11 @@ def batches(n, batch, vocab, mean_len, gen):
     return out
 
 
-def step_time(model, optimizer, loss_compute, data):
+def step_time(model, optimizer, step, loss_fn, data, precision):
     start = time.perf_counter()
     for b in data:
-        out = model(b.src, b.tgt, b.src_mask, b.tgt_mask)
-        _, loss = loss_compute(out, b.tgt_y, b.ntokens)
+        with autocast(precision, "cpu"):                               # fp32: a no-op; bf16: torch.autocast on the CPU
+            loss = step(model, loss_fn, b)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -69,33 +85,35 @@ def main():
     p.add_argument("--vocab", type=int, default=8000)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--pre-norm", action="store_true")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--steps", type=int, default=5, help="steps per measurement")
     p.add_argument("--rounds", type=int, default=5, help="alternating measurements of each model")
     a = p.parse_args()
     torch.manual_seed(0)
     ours = make_model(a.vocab, a.vocab, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, dropout=a.dropout, pre_norm=a.pre_norm)
     ref = TorchTransformerModel(make_model(a.vocab, a.vocab, N=1, d_model=a.d_model, d_ff=a.d_ff, h=a.h),
-                                a.N, a.d_model, a.d_ff, a.h, a.dropout, a.pre_norm)
+                                a.N, a.d_model, a.d_ff, a.h, a.dropout, a.pre_norm, a.vocab)
     n_ours = sum(p.numel() for p in ours.parameters())
     n_ref = sum(p.numel() for p in ref.parameters())
-    crit = LabelSmoothing(a.vocab, padding_idx=0, smoothing=0.1)
-    setups = {name: (m, torch.optim.Adam(m.parameters(), lr=1e-4), SimpleLossCompute(m.generator, crit))
-              for name, m in (("transformer_nb", ours), ("nn.Transformer", ref))}
+    setups = {"transformer_nb": (ours, torch.optim.Adam(ours.parameters(), lr=1e-4), ours_step,
+                                 SimpleLossCompute(ours.generator, LabelSmoothing(a.vocab, padding_idx=0, smoothing=0.1))),
+              "nn.Transformer": (ref, torch.optim.Adam(ref.parameters(), lr=1e-4), torch_step,
+                                 nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1, reduction="sum"))}
     data = batches(a.steps, a.batch, a.vocab, a.len, torch.Generator().manual_seed(0))
     tokens = statistics.mean(b.ntokens for b in data)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; d_model={a.d_model}, h={a.h}, N={a.N}+{a.N}, "
-          f"d_ff={a.d_ff}, {'pre' if a.pre_norm else 'post'}-norm, batch {a.batch} pairs, {tokens:.0f} target tokens/batch; "
+          f"d_ff={a.d_ff}, {'pre' if a.pre_norm else 'post'}-norm, {a.precision}, batch {a.batch} pairs, {tokens:.0f} target tokens/batch; "
           f"parameters {n_ours:,} vs {n_ref:,}")
-    for m, o, lc in setups.values():
-        m.train(); step_time(m, o, lc, data[:2])                       # warm-up
+    for m, o, step, fn in setups.values():
+        m.train(); step_time(m, o, step, fn, data[:2], a.precision)    # warm-up
     results = {name: [] for name in setups}
     for _ in range(a.rounds):
-        for name, (m, o, lc) in setups.items():                        # alternate, so drift hits both alike
-            results[name].append(tokens / step_time(m, o, lc, data))
+        for name, (m, o, step, fn) in setups.items():                  # alternate, so drift hits both alike
+            results[name].append(tokens / step_time(m, o, step, fn, data, a.precision))
     med = {name: statistics.median(v) for name, v in results.items()}
     for name, v in results.items():
         print(f"{name:15s} median {med[name]:8.0f} tokens/s   (rounds: {', '.join(f'{x:.0f}' for x in v)})")
-    print(f"ratio transformer_nb / nn.Transformer: {med['transformer_nb'] / med['nn.Transformer']:.2f}x")
+    print(f"ratio transformer_nb / nn.Transformer ({a.precision}): {med['transformer_nb'] / med['nn.Transformer']:.2f}x")
 
 
 if __name__ == "__main__":

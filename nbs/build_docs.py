@@ -6,6 +6,7 @@ Quarto cannot run here, so this replaces `nbdev_docs`:
 2. Each processed notebook is adapted for Sphinx + myst-nb: named after its nbdev output file (`02_attention.ipynb`
    -> `attention.ipynb`, so nbdev's links `attention.html#attention` resolve), title from its front matter, nbdev cell
    directives mapped to myst-nb tags, SVG charts inlined, links to the docs host made relative.
+   The diagrams in `nbs/images/` (SVG, drawn by `nbs/images/draw.py`) are copied beside them.
 3. Sphinx + myst-nb (outputs rendered, never executed) + sphinx-book-theme render the site into `docs/`, with
    MathJax from a local copy (npm package `mathjax@3`, SVG output: no web fonts) and an autodoc API page.
 4. `docs/_notebook_hashes.json` records a hash of every source the site was built from (notebooks, Sphinx
@@ -34,7 +35,9 @@ API_MODULES = ["embedding", "masks", "attention", "layers", "model", "training",
 
 def notebook_hashes() -> dict:
     "sha256 of everything the site is built from: the notebooks, the Sphinx configuration and this script."
-    sources = [*NBS.glob("*.ipynb"), *(p for p in (NBS / "sphinx").rglob("*") if p.is_file() and "__pycache__" not in p.parts), Path(__file__)]
+    folders = [NBS / "sphinx", NBS / "images"]
+    sources = [*NBS.glob("*.ipynb"), *(p for d in folders for p in d.rglob("*") if p.is_file() and "__pycache__" not in p.parts),
+               Path(__file__)]
     return {p.relative_to(NBS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(sources)}
 
 
@@ -96,6 +99,7 @@ def prepare_sources(src: Path):
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
+    shutil.copytree(NBS / "images", src / "images")                   # the diagrams the chapters show
     notebooks = sorted(Path(proc).glob("*.ipynb"))
     pages, page_names = [], {}
     for path in notebooks:

@@ -209,11 +209,11 @@ def _translate(a: argparse.Namespace) -> int:
     return 0
 
 
-def _add_run_args(p: argparse.ArgumentParser, what: str):
-    "The options `copy` and `translate` share: where to run, and what to keep."
+def _add_run_args(p: argparse.ArgumentParser, what: str, precision: str):
+    "The options `copy` and `translate` share: where to run, and what to keep; `precision`: the recipe's default."
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
-    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default="fp32", help="bf16: matrix products in "
-                   "bfloat16 (autocast), weights in float32; auto: bf16 where the device is fast at it (default: fp32)")
+    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default=precision, help="bf16: matrix products in "
+                   f"bfloat16 (autocast), weights in float32; auto: bf16 where the device is fast at it (default: {precision})")
     p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core). Two PyTorch processes "
                    "on the same cores slow each other down ten times or more: run one at a time, or split the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
@@ -239,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--h", type=_positive, default=d.h, help=f"attention heads (default: {d.h})")
     c.add_argument("--pre-norm", action="store_true", help="pre-norm layers instead of post-norm")
     c.add_argument("--batch-size", type=_positive, default=d.batch_size, help=f"sequences per batch (default: {d.batch_size})")
-    _add_run_args(c, "the model")
+    _add_run_args(c, "the model", d.precision)
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
     c.set_defaults(run=_copy)
     t = sub.add_parser("translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations")
@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--h", type=_positive, default=dt.h, help=f"attention heads (default: {dt.h})")
     t.add_argument("--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})")
     t.add_argument("--seed", type=int, default=dt.seed, help=f"random seed (default: {dt.seed})")
-    _add_run_args(t, "the model and its tokenizer")
+    _add_run_args(t, "the model and its tokenizer", dt.precision)
     t.add_argument("--beam", type=_positive, default=4, help="beam size; 1 decodes greedily (default: 4)")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")

@@ -92,18 +92,23 @@ def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_sym
     return ys
 
 # %% ../nbs/06_decoding.ipynb #3ae7658b
+def _length_penalty(length, alpha: float):
+    "GNMT's length penalty lp = ((5 + length) / 6) ** alpha; `length` counts generated tokens, end symbol included."
+    return ((5.0 + length) / 6.0) ** alpha
+
+
 @torch.no_grad()
 def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int, beam_size: int = 4,
                 length_penalty: float = 0.6, pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
-    """Beam search; returns `(tokens, scores)`: the best hypothesis per sentence `(batch, <= max_len)` (starting with
-    `start_symbol`, finished rows filled with `pad_symbol` or `end_symbol`) and its length-normalized log-probability `(batch,)`.
-    `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
+    """Beam search with GNMT's length penalty applied while searching; returns `(tokens, scores)`: the best hypothesis
+    per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with `pad_symbol` or
+    `end_symbol`) and its length-normalized log-probability `(batch,)`. `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
     if not math.isfinite(length_penalty) or length_penalty < 0:
         raise ValueError(f"`length_penalty` must be a finite number >= 0, got {length_penalty}")
-    b, k, dev = src.size(0), beam_size, src.device
+    b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
     fill = pad_symbol if pad_symbol is not None else end_symbol
@@ -111,33 +116,42 @@ def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbo
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
         if src_mask is not None:
             src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)
-        ys = torch.full((b * k, 1), start_symbol, dtype=torch.long, device=dev)
-        scores = torch.full((b, k), float("-inf"), device=dev)
-        scores[:, 0] = 0.0                                                # k identical starts: keep one alive
-        finished = torch.zeros(b, k, dtype=torch.bool, device=dev)
-        lengths = torch.zeros(b, k, device=dev)
         cache = init_cache(model) if use_cache else None
-        for _ in range(max_len - 1):
-            logp = next_log_probs(model, memory, src_mask, ys, cache)      # (b*k, V)
-            V = logp.size(-1)
-            logp = logp.view(b, k, V)                                     # (b*k, V) -> (b, k, V)
-            # a finished hypothesis may only be extended by `fill`, at no cost
-            logp = logp.masked_fill(finished.unsqueeze(-1), float("-inf"))
-            logp[..., fill] = torch.where(finished, 0.0, logp[..., fill])
-            top, idx = (scores.unsqueeze(-1) + logp).view(b, k * V).topk(k, dim=-1)  # best k of k*V candidates: (b, k)
-            parent, tok = idx // V, idx % V                               # which hypothesis, which token
-            rows = (torch.arange(b, device=dev).unsqueeze(1) * k + parent).view(-1)  # (b*k,) rows of the parents
-            ys = torch.cat([ys.index_select(0, rows), tok.view(-1, 1)], dim=1)
+        alive = torch.full((b, k, max_len), fill, dtype=torch.long, device=dev)  # live hypotheses, padded
+        alive[..., 0] = start_symbol
+        alive_lp = torch.full((b, k), -inf, device=dev)                # their raw log-probabilities
+        alive_lp[:, 0] = 0.0                                             # k identical starts: keep one alive
+        best, best_score = alive[:, 0].clone(), torch.full((b,), -inf, device=dev)  # best finished, normalized
+        best_len = torch.zeros(b, dtype=torch.long, device=dev)
+        ar = torch.arange(b, device=dev)
+        t = 0
+        for t in range(1, max_len):                                    # t: the position being written
+            ys = alive[..., :t].reshape(b * k, t)                        # (b, k, t) -> (b*k, t)
+            logp = next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
+            cand = alive_lp.unsqueeze(-1) + logp                       # raw scores of every extension
+            # 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
+            done, j = (cand[..., end_symbol] / _length_penalty(t, length_penalty)).max(-1)  # (b,)
+            better = done > best_score
+            best[better] = alive[ar, j][better]
+            best[better, t] = end_symbol
+            best_score, best_len = torch.where(better, done, best_score), torch.where(better, t, best_len)
+            # 2. going on: the k best extensions by other tokens
+            cand[..., end_symbol] = -inf
+            alive_lp, idx = cand.view(b, -1).topk(k, dim=-1)             # (b, k) of the k*V candidates
+            parent, tok = idx // logp.size(-1), idx % logp.size(-1)
+            alive = alive.gather(1, parent.unsqueeze(-1).expand(-1, -1, max_len)).clone()
+            alive[..., t] = tok
             if cache is not None:
+                rows = (ar.unsqueeze(1) * k + parent).view(-1)         # (b*k,) the parents' rows
                 for layer_cache in cache:
-                    layer_cache["self"].reorder(rows)                     # cross-attention caches are the same for a sentence's rows
-            was_finished = finished.gather(1, parent)
-            lengths = lengths.gather(1, parent) + (~was_finished).float()
-            finished = was_finished | (tok == end_symbol)
-            scores = top
-            if finished.all():
+                    layer_cache["self"].reorder(rows)                  # cross-attention is the same for a sentence's rows
+            # 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at max_len
+            if t == max_len - 1 or (best_score > alive_lp[:, 0] / _length_penalty(max_len - 1, length_penalty)).all():
                 break
-        normalized = scores / ((5.0 + lengths) / 6.0) ** length_penalty  # (b, k)
-        best = normalized.argmax(dim=-1)                                  # (b,)
-        batch_idx = torch.arange(b, device=dev)
-        return ys.view(b, k, -1)[batch_idx, best], normalized[batch_idx, best]
+        if t == max_len - 1:                                           # hypotheses cut off at max_len compete too
+            cut = alive_lp[:, 0] / _length_penalty(t, length_penalty)
+            better = cut > best_score
+            best[better], best_score = alive[better, 0], torch.where(better, cut, best_score)
+            best_len = torch.where(better, t, best_len)
+        return best[:, : int(best_len.max()) + 1], best_score
+

@@ -30,7 +30,7 @@ from .decoding import greedy_decode, beam_search, max_positions
 # %% auto #0
 __all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'SPACE', 'default_cache_dir', 'multi30k_folder', 'load_multi30k',
            'pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer', 'encode_pairs', 'bucket_batches', 'translate',
-           'bleu', 'TranslationConfig', 'train_translation', 'save_translator', 'load_translator']
+           'bleu', 'bleu_signature', 'TranslationConfig', 'train_translation', 'save_translator', 'load_translator']
 
 # %% ../nbs/09_translation.ipynb #c1d4329d
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"
@@ -279,8 +279,8 @@ def bucket_batches(examples, max_tokens: int, shuffle: bool = True, seed: int = 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.6,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
-    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text.
-    `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
+    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in order.
+    Sentences are decoded in batches of similar length, each output at most input length + 50 tokens. `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -291,11 +291,13 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         if limit is not None and len(x) > limit:
             raise ValueError(f"sentence {n + 1} is {len(x)} tokens long (with <s> and </s>), but this model reads at most "
                              f"{limit} (its max_len): split it into shorter sentences")
-    out = []
+    order = sorted(range(len(ids)), key=lambda n: len(ids[n]))          # similar lengths share a batch
+    out = [""] * len(ids)
     for i in range(0, len(ids), batch_size):
-        src = _pad(ids[i: i + batch_size], tokenizer.pad).to(device)      # (batch, len_src)
+        chunk = order[i: i + batch_size]
+        src = _pad([ids[n] for n in chunk], tokenizer.pad).to(device)    # (batch, len_src)
         src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
-        max_len = int(src.size(1) * 1.5) + 10
+        max_len = src.size(1) + 50                                        # the paper's limit: input + 50
         max_len = min(max_len, limit) if limit is not None else max_len
         if beam_size == 1:
             ys = greedy_decode(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, tokenizer.pad,
@@ -303,21 +305,39 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         else:
             ys, _ = beam_search(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, beam_size,
                                 length_penalty, tokenizer.pad, precision=precision)
-        out += [tokenizer.decode(y) for y in ys]                          # ys: (batch, <= max_len)
+        for n, y in zip(chunk, ys):                                       # ys: (batch, <= max_len)
+            out[n] = tokenizer.decode(y)
     return out
 
 
-def bleu(hypotheses: list[str], references: list[str]):
-    "Corpus BLEU by sacrebleu with its defaults (13a tokenization, cased) on detokenized text; `.score` is 0-100."
-    try:
-        import sacrebleu
-    except ImportError as e:
-        raise ImportError("bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)") from e
+def bleu(hypotheses: list[str], references: list[str], lowercase: bool = False, tokenized: bool = False):
+    """Corpus BLEU by sacrebleu on detokenized text, `.score` 0-100; by default its standard settings (13a tokenization,
+    cased). `lowercase`, `tokenized`: the variant many published tables report, on lowercased text split into words and
+    punctuation marks (`pre_tokenize`, so hyphens and apostrophes become tokens of their own)."""
     if not hypotheses:
         raise ValueError("`hypotheses` is empty: BLEU needs at least one sentence")
     if len(hypotheses) != len(references):
         raise ValueError(f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}")
-    return sacrebleu.corpus_bleu(hypotheses, [references])
+    if tokenized:
+        split = lambda s: " ".join(w.lstrip(SPACE) for w in pre_tokenize(s))
+        hypotheses, references = [split(h) for h in hypotheses], [split(r) for r in references]
+    return _bleu_metric(lowercase, tokenized).corpus_score(hypotheses, [references])
+
+
+def bleu_signature(lowercase: bool = False, tokenized: bool = False) -> str:
+    "sacreBLEU's signature of `bleu`'s settings, one reference per sentence: print it beside a score so others can compare."
+    metric = _bleu_metric(lowercase, tokenized)
+    metric.corpus_score(["a"], [["a"]])                               # the signature records the number of references
+    return metric.get_signature().format()
+
+
+def _bleu_metric(lowercase: bool, tokenized: bool):
+    try:
+        import sacrebleu
+    except ImportError as e:
+        raise ImportError("bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)") from e
+    return sacrebleu.BLEU(lowercase=lowercase, tokenize="none" if tokenized else "13a")
+
 
 # %% ../nbs/09_translation.ipynb #887150f2
 @dataclass
@@ -329,6 +349,8 @@ class TranslationConfig:
     d_ff: int = 1024
     h: int = 4
     dropout: float = 0.1
+    attn_dropout: float | None = None   # None: `dropout` (chapter 04)
+    ff_dropout: float | None = None
     pre_norm: bool = False        # the paper's post-norm
     smoothing: float = 0.1
     max_tokens: int = 2500        # per batch: sentences * longest sentence
@@ -360,7 +382,8 @@ def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokeniz
             tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
         V = len(tokenizer)
         model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h,
-                           dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=tokenizer.pad,
+                           dropout=config.dropout, attn_dropout=config.attn_dropout,
+                           ff_dropout=config.ff_dropout, pre_norm=config.pre_norm, padding_idx=tokenizer.pad,
                            tie_weights=True, share_embeddings=True)
     model.to(config.device)
     train_examples = encode_pairs(train_pairs, tokenizer, config.max_len)
