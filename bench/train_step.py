@@ -5,6 +5,7 @@ equal configuration and precision, measured alternately in one run.
     python bench/train_step.py                     # float32; d_model 256, h 4, 3+3 layers, d_ff 1024, 64 pairs of ~15 tokens
     python bench/train_step.py --precision bf16    # both under autocast to bfloat16
     python bench/train_step.py --rounds 10 --pre-norm
+    python bench/train_step.py --precision bf16 --paper-dropout   # ours with dropout only where the paper has it
 """
 import argparse
 import statistics
@@ -86,11 +87,15 @@ def main():
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--pre-norm", action="store_true")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--paper-dropout", action="store_true", help="ours without dropout on attention weights and inside "
+                   "the feed-forward layer, as in the paper (nn.Transformer keeps both: not an equal comparison)")
     p.add_argument("--steps", type=int, default=5, help="steps per measurement")
     p.add_argument("--rounds", type=int, default=5, help="alternating measurements of each model")
     a = p.parse_args()
     torch.manual_seed(0)
-    ours = make_model(a.vocab, a.vocab, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, dropout=a.dropout, pre_norm=a.pre_norm)
+    extra = dict(attn_dropout=0.0, ff_dropout=0.0) if a.paper_dropout else {}
+    ours = make_model(a.vocab, a.vocab, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, dropout=a.dropout, pre_norm=a.pre_norm,
+                      **extra)
     ref = TorchTransformerModel(make_model(a.vocab, a.vocab, N=1, d_model=a.d_model, d_ff=a.d_ff, h=a.h),
                                 a.N, a.d_model, a.d_ff, a.h, a.dropout, a.pre_norm, a.vocab)
     n_ours = sum(p.numel() for p in ours.parameters())
@@ -102,7 +107,7 @@ def main():
     data = batches(a.steps, a.batch, a.vocab, a.len, torch.Generator().manual_seed(0))
     tokens = statistics.mean(b.ntokens for b in data)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; d_model={a.d_model}, h={a.h}, N={a.N}+{a.N}, "
-          f"d_ff={a.d_ff}, {'pre' if a.pre_norm else 'post'}-norm, {a.precision}, batch {a.batch} pairs, {tokens:.0f} target tokens/batch; "
+          f"d_ff={a.d_ff}, {'pre' if a.pre_norm else 'post'}-norm, {a.precision}{', paper dropout' if a.paper_dropout else ''}, batch {a.batch} pairs, {tokens:.0f} target tokens/batch; "
           f"parameters {n_ours:,} vs {n_ref:,}")
     for m, o, step, fn in setups.values():
         m.train(); step_time(m, o, step, fn, data[:2], a.precision)    # warm-up

@@ -1,6 +1,6 @@
 """Write README.md from nbs/index.ipynb (Quarto, which `nbdev_readme` needs, cannot run offline).
 
-Markdown cells are copied as they are; visible code cells become ```python blocks followed by their
+Markdown cells are copied as they are (image links pointed at nbs/images/); visible code cells become ```python blocks followed by their
 text output; cells marked `#| hide`, `#| include: false` or `#| echo: false` are left out.
 Run from anywhere: `python nbs/make_readme.py`.
 """
@@ -39,7 +39,7 @@ def render_readme(nb_path: Path = NBS / "index.ipynb") -> str:
     for cell in nb["cells"]:
         source = _text(cell["source"]).strip("\n")
         if cell["cell_type"] == "markdown":
-            blocks.append(source)
+            blocks.append(source.replace("](images/", "](nbs/images/"))   # the diagrams live beside the notebooks
         elif cell["cell_type"] == "code" and not (_directives(source) & set(HIDDEN)):
             code = "\n".join(l for l in source.splitlines() if not l.startswith("#|"))
             blocks.append(f"```python\n{code}\n```")

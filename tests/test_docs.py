@@ -145,6 +145,9 @@ CHECK_PAGE = """async () => {
     math: math.length,
     untypeset: math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 60)),
     nav: [...document.querySelectorAll('nav a, .bd-sidebar a')].map(a => a.getAttribute('href')),
+    code: document.querySelectorAll('div.cell_input pre').length,
+    copyButtons: document.querySelectorAll('div.cell_input .copybtn').length,
+    brokenImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src),
   };
 }"""
 
@@ -180,6 +183,10 @@ def test_every_page_in_a_browser(browser, server, mode):
             bad.append(f"{info['undrawn']} of {info['charts']} charts not drawn")
         if info["untypeset"]:
             bad.append(f"math not typeset: {info['untypeset'][:3]}")
+        if info["copyButtons"] < info["code"]:
+            bad.append(f"{info['code'] - info['copyButtons']} of {info['code']} code cells without a copy button")
+        if info["brokenImages"]:
+            bad.append(f"images that did not load: {info['brokenImages']}")
         missing_nav = [c for c in CHAPTERS if c != page and not any(h and h.split("#")[0].endswith(c) for h in info["nav"])]
         if missing_nav:
             bad.append(f"navigation lacks {missing_nav}")

@@ -33,6 +33,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    return value
+
+
 def _probability(text: str) -> float:
     value = float(text)
     if not 0.0 <= value < 1.0:
@@ -196,13 +203,15 @@ def _translate(a: argparse.Namespace) -> int:
         world.close()
         if a.quiet:                                           # training is shared; evaluating is the main process's
             return 0
-    decoder = "greedy" if a.beam == 1 else f"beam {a.beam}"
+    decoder = "greedy" if a.beam == 1 else f"beam {a.beam}, length penalty {a.length_penalty}"
+    decode = lambda sentences: translate(model, tokenizer, sentences, beam_size=a.beam, length_penalty=a.length_penalty,
+                                         precision=a.precision)
     if a.sentence:
-        for s, t in zip(a.sentence, translate(model, tokenizer, a.sentence, beam_size=a.beam, precision=a.precision)):
+        for s, t in zip(a.sentence, decode(a.sentence)):
             print(f"{s}\n  -> {t}")
         return 0
     test = _translate_data(a, "test")[: a.test_sentences]
-    hypotheses = translate(model, tokenizer, [de for de, _ in test], beam_size=a.beam, precision=a.precision)
+    hypotheses = decode([de for de, _ in test])
     print(f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): {bleu(hypotheses, [en for _, en in test])}")
     for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
         print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
@@ -256,7 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})")
     t.add_argument("--seed", type=int, default=dt.seed, help=f"random seed (default: {dt.seed})")
     _add_run_args(t, "the model and its tokenizer", dt.precision)
-    t.add_argument("--beam", type=_positive, default=4, help="beam size; 1 decodes greedily (default: 4)")
+    t.add_argument("--beam", type=_positive, default=dt.beam_size, help=f"beam size; 1 decodes greedily (default: {dt.beam_size})")
+    t.add_argument("--length-penalty", type=_non_negative, default=dt.length_penalty,
+                   help=f"beam search's length penalty alpha; 0: none (default: {dt.length_penalty})")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
     t.add_argument("--test-sentences", type=_positive, default=1000, help="score the first this many test sentences (default: 1000)")

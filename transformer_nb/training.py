@@ -136,7 +136,7 @@ def bf16_is_fast(device="cpu") -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type not in _FAST_BF16:
-        a = torch.randn(512, 512, device=device)
+        a = torch.randn(512, 512, generator=torch.Generator().manual_seed(0)).to(device)  # leaves the global RNG alone
         seconds = {}
         for dtype in (torch.float32, torch.bfloat16):
             x = a.to(dtype)

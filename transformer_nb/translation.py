@@ -342,15 +342,15 @@ def _bleu_metric(lowercase: bool, tokenized: bool):
 # %% ../nbs/09_translation.ipynb #887150f2
 @dataclass
 class TranslationConfig:
-    "The Multi30k German→English recipe: tokenizer, model size, batching and optimizer schedule."
+    "The Multi30k German→English recipe: tokenizer, model size, batching, optimizer schedule, precision and decoding."
     vocab_size: int = 4000        # one BPE vocabulary for German and English
     N: int = 2
     d_model: int = 256
     d_ff: int = 1024
     h: int = 4
     dropout: float = 0.1
-    attn_dropout: float | None = None   # None: `dropout` (chapter 04)
-    ff_dropout: float | None = None
+    attn_dropout: float | None = 0.0    # the paper's placement: no dropout on attention weights
+    ff_dropout: float | None = 0.0      # ... nor inside the feed-forward layer (None: `dropout`; chapter 04)
     pre_norm: bool = False        # the paper's post-norm
     smoothing: float = 0.1
     max_tokens: int = 2500        # per batch: sentences * longest sentence
@@ -360,15 +360,17 @@ class TranslationConfig:
     warmup: int = 400
     seed: int = 0
     device: str = "cpu"
-    precision: str = "fp32"       # or "bf16", "auto" (chapter 05)
+    precision: str = "auto"       # bf16 where the device multiplies it fast, else fp32 (chapter 05)
+    beam_size: int = 5            # decoding: beam search (1: greedy)
+    length_penalty: float = 1.2   # GNMT's alpha, chosen on the validation set
 
 
 def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokenizer: Tokenizer | None = None,
-                      progress: bool | None = None, on_epoch=None, bleu_sentences: int = 200, save=None, resume=None,
+                      progress: bool | None = None, on_epoch=None, bleu_sentences: int | None = None, save=None, resume=None,
                       world=None):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
-    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs`. `save`: a checkpoint (with the tokenizer)
+    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs` (default: all). `save`: a checkpoint (with the tokenizer)
     written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs`, `config.device` and
     `config.precision` are taken from `config`); `world`: several processes (chapter 10)."""
     if resume is not None:
@@ -390,7 +392,7 @@ def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokeniz
     val_batches = bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)
     val_batches = [b.to(config.device) for b in val_batches]
     loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(len(tokenizer), tokenizer.pad, config.smoothing))
-    sample = val_pairs[:bleu_sentences]
+    sample = val_pairs[:bleu_sentences] if bleu_sentences is not None else val_pairs
 
     def evaluate(model):
         val_loss, _ = run_epoch(val_batches, model, loss_compute, mode="eval", progress=False,

@@ -6,7 +6,7 @@ project = "transformer_nb"
 author = "transformer_nb developers"
 copyright = "2026 onwards, transformer_nb developers"
 
-extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax"]
+extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax", "sphinx_copybutton"]
 root_doc = "index"
 default_role = "code"                       # `name` in docstrings (markdown style) renders as code
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
@@ -38,6 +38,11 @@ html_theme_options = {
     "show_toc_level": 2,
     "home_page_in_toc": True,
 }
+
+# a copy button on every code cell (not on outputs); prompts such as "$ " are left out of the copied text
+copybutton_selector = "div.cell_input pre, div.highlight-sh pre, div.highlight-bash pre, div.highlight-python pre"
+copybutton_prompt_text = r"\$ |>>> "
+copybutton_prompt_is_regexp = True
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
