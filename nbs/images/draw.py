@@ -8,6 +8,23 @@ batch.svg: a training batch, shifted, through the model and the loss.
 """
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'
+
+
+def card(width, height, label: str, css: str, body: list) -> str:
+    "An SVG document: a white card (readable in dark mode too) with the shared font and arrowhead, `css`, and `body`."
+    return f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img"
+ aria-label="{label}">
+<style>
+ text {{ font-family: {FONT}; fill: #1f2328; }}{css.rstrip()}
+</style>
+<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
+ <path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>
+<rect x="0" y="0" width="{width}" height="{height}" rx="10" fill="#ffffff"/>
+{chr(10).join(body)}
+</svg>
+'''
 W, H = 560, 752
 out = []
 def box(x, y, w, h, fill, stroke, lines, r=8, dash=False):
@@ -64,23 +81,14 @@ label(EX, 154, "LayerNorm(x + dropout(f(x)))", "shape", "start")
 label(EX, 173, "(post-norm; pre-norm: chapter 03)", "desc", "start")
 label(EX, 206, "between boxes: (batch, len, d_model)", "desc", "start")
 
-svg = f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img"
- aria-label="The encoder-decoder Transformer, with this package's class names and the shapes of the tensors between them">
-<style>
- text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1f2328; }}
- .name {{ font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .desc {{ font-size: 14px; }}
- .shape {{ font-size: 13px; fill: #4a4f55; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .stack {{ font-size: 15px; font-weight: 600; paint-order: stroke; stroke: #ffffff; stroke-width: 6px; }}
- .title {{ font-size: 20px; font-weight: 700; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .arrow {{ stroke: #444; stroke-width: 1.8; }}
-</style>
-<defs><marker id="head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
- <path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>
-<rect x="0" y="0" width="{W}" height="{H}" rx="10" fill="#ffffff"/>
-{chr(10).join(out)}
-</svg>
-'''
+svg = card(W, H, "The encoder-decoder Transformer, with this package's class names and the shapes of the tensors between them", """
+ .name { font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .desc { font-size: 14px; }
+ .shape { font-size: 13px; fill: #4a4f55; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .stack { font-size: 15px; font-weight: 600; paint-order: stroke; stroke: #ffffff; stroke-width: 6px; }
+ .title { font-size: 20px; font-weight: 700; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .arrow { stroke: #444; stroke-width: 1.8; }
+""", out)
 Path(__file__).with_name("model.svg").write_text(svg)
 
 
@@ -120,24 +128,17 @@ def beam_svg():
              "grey: pruned (not among the 2 best going on)"]
     for n, text in enumerate(notes):
         o.append(f'<text x="16" y="{352 + 19 * n}" class="note">{escape(text)}</text>')
-    return f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img"
- aria-label="A beam search tree of width 2 over the vocabulary end, A, B, with the probability of every hypothesis">
-<style>
- text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1f2328; }}
- .tok {{ font-size: 16px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .p {{ font-size: 14px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .cut {{ fill: #8a8a8a; }}
- .edgep {{ font-size: 13px; fill: #4a4f55; }}
- .head {{ font-size: 15px; font-weight: 600; }}
- .note {{ font-size: 14px; }}
- .edge {{ stroke: #555; stroke-width: 1.6; }}
- .greedy {{ stroke: #c46a1d; stroke-width: 2.6; stroke-dasharray: 7 4; }}
- .cutedge {{ stroke: #b5b5b5; }}
-</style>
-<rect x="0" y="0" width="{W}" height="{H}" rx="10" fill="#ffffff"/>
-{chr(10).join(o)}
-</svg>
-'''
+    return card(W, H, "A beam search tree of width 2 over the vocabulary end, A, B, with the probability of every hypothesis", """
+ .tok { font-size: 16px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .p { font-size: 14px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .cut { fill: #8a8a8a; }
+ .edgep { font-size: 13px; fill: #4a4f55; }
+ .head { font-size: 15px; font-weight: 600; }
+ .note { font-size: 14px; }
+ .edge { stroke: #555; stroke-width: 1.6; }
+ .greedy { stroke: #c46a1d; stroke-width: 2.6; stroke-dasharray: 7 4; }
+ .cutedge { stroke: #b5b5b5; }
+""", o)
 
 
 Path(__file__).with_name("beam.svg").write_text(beam_svg())
@@ -155,7 +156,7 @@ def sublayer_svg():
         o.append(f'<circle cx="{cx}" cy="{cy}" r="14" fill="#ffffff" stroke="#444" stroke-width="1.8"/>')
         o.append(f'<text x="{cx}" y="{cy + 6}" class="plus" text-anchor="middle">+</text>')
     def up(x, y1, y2):
-        o.append(f'<line x1="{x}" y1="{y1}" x2="{x}" y2="{y2}" class="arrow" marker-end="url(#head2)"/>')
+        o.append(f'<line x1="{x}" y1="{y1}" x2="{x}" y2="{y2}" class="arrow" marker-end="url(#head)"/>')
     NORM, F, DROP = ("#f3f0c9", "#8d7f14"), ("#fde7cf", "#c46a1d"), ("#ececec", "#777")
     for cx, title, order in ((140, "post-norm (the paper)", "post"), (420, "pre-norm", "pre")):
         o.append(f'<text x="{cx}" y="30" class="head" text-anchor="middle">{title}</text>')
@@ -172,29 +173,20 @@ def sublayer_svg():
             box(cx, 193, "dropout", *DROP); up(cx, 174, 160)
             plus(cx, 145); up(cx, 131, 48)
         # the residual path: from x, around the right side, into the +
-        o.append(f'<path d="M {cx} 366 L {cx + 105} 366 L {cx + 105} 145 L {cx + 16} 145" class="arrow res" fill="none" marker-end="url(#head2)"/>')
+        o.append(f'<path d="M {cx} 366 L {cx + 105} 366 L {cx + 105} 145 L {cx + 16} 145" class="arrow res" fill="none" marker-end="url(#head)"/>')
         o.append(f'<text x="{cx + 111}" y="260" class="desc" transform="rotate(90 {cx + 111} 260)" text-anchor="middle">residual</text>')
     o.append('<text x="140" y="414" class="formula" text-anchor="middle">LayerNorm(x + dropout(f(x)))</text>')
     o.append('<text x="420" y="414" class="formula" text-anchor="middle">x + dropout(f(LayerNorm(x)))</text>')
     o.append('<text x="420" y="434" class="desc" text-anchor="middle">and one LayerNorm at the end of each stack</text>')
-    return f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H + 6}" width="{W}" height="{H + 6}" role="img"
- aria-label="SublayerConnection in post-norm and pre-norm placement">
-<style>
- text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1f2328; }}
- .name {{ font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .formula {{ font-size: 14px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .head {{ font-size: 16px; font-weight: 700; }}
- .desc {{ font-size: 13px; fill: #4a4f55; }}
- .plus {{ font-size: 20px; font-weight: 700; }}
- .arrow {{ stroke: #444; stroke-width: 1.8; }}
- .res {{ stroke: #3a6db5; stroke-width: 2.2; }}
-</style>
-<defs><marker id="head2" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
- <path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>
-<rect x="0" y="0" width="{W}" height="{H + 6}" rx="10" fill="#ffffff"/>
-{chr(10).join(o)}
-</svg>
-'''
+    return card(W, H + 6, "SublayerConnection in post-norm and pre-norm placement", """
+ .name { font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .formula { font-size: 14px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .head { font-size: 16px; font-weight: 700; }
+ .desc { font-size: 13px; fill: #4a4f55; }
+ .plus { font-size: 20px; font-weight: 700; }
+ .arrow { stroke: #444; stroke-width: 1.8; }
+ .res { stroke: #3a6db5; stroke-width: 2.2; }
+""", o)
 
 
 Path(__file__).with_name("sublayer.svg").write_text(sublayer_svg())
@@ -212,7 +204,7 @@ def attention_svg():
         if shape:
             o.append(f'<text x="{cx}" y="{cy + 14}" class="shape" text-anchor="middle">{escape(shape)}</text>')
     def up(x, y1, y2, x2=None):
-        o.append(f'<line x1="{x}" y1="{y1}" x2="{x2 if x2 is not None else x}" y2="{y2}" class="arrow" marker-end="url(#head3)"/>')
+        o.append(f'<line x1="{x}" y1="{y1}" x2="{x2 if x2 is not None else x}" y2="{y2}" class="arrow" marker-end="url(#head)"/>')
     ATT, LIN, OPS, IO = ("#fde7cf", "#c46a1d"), ("#dbe8fb", "#3a6db5"), ("#f3f0c9", "#8d7f14"), ("#ffffff", "#666")
     L, R = 140, 420
     o.append(f'<text x="{L}" y="28" class="head" text-anchor="middle">scaled dot-product attention</text>')
@@ -231,7 +223,7 @@ def attention_svg():
     up(L - 20, 273, 244)
     box(L - 20, 222, "dropout", "", "#ececec", "#777", w=196, h=38)
     up(L - 20, 203, 176)
-    o.append(f'<path d="M {L + 80} 500 L {L + 110} 500 L {L + 110} 154 L {L + 80} 154" class="arrow" fill="none" marker-end="url(#head3)"/>')
+    o.append(f'<path d="M {L + 80} 500 L {L + 110} 500 L {L + 110} 154 L {L + 80} 154" class="arrow" fill="none" marker-end="url(#head)"/>')
     box(L - 20, 154, "weights · V", "(b, h, len_q, d_k)", *OPS, w=196)
     up(L - 20, 131, 100)
     o.append(f'<text x="{L - 20}" y="86" class="shape" text-anchor="middle">attention(q, k, v, mask)</text>')
@@ -253,23 +245,14 @@ def attention_svg():
     o.append(f'<text x="{R}" y="60" class="shape" text-anchor="middle">MultiHeadedAttention(h, d_model)</text>')
     o.append(f'<text x="{R}" y="82" class="desc" text-anchor="middle">d_k = d_model / h</text>')
     o.append(f'<line x1="{L + 40}" y1="330" x2="{R - 126}" y2="330" class="link"/>')
-    return f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H + 10}" width="{W}" height="{H + 10}" role="img"
- aria-label="Scaled dot-product attention and multi-head attention, with the shape of every tensor">
-<style>
- text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1f2328; }}
- .name {{ font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .shape {{ font-size: 13px; fill: #4a4f55; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .head {{ font-size: 16px; font-weight: 700; }}
- .desc {{ font-size: 14px; fill: #1f2328; }}
- .arrow {{ stroke: #444; stroke-width: 1.8; }}
- .link {{ stroke: #c46a1d; stroke-width: 1.5; stroke-dasharray: 5 4; }}
-</style>
-<defs><marker id="head3" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
- <path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>
-<rect x="0" y="0" width="{W}" height="{H + 10}" rx="10" fill="#ffffff"/>
-{chr(10).join(o)}
-</svg>
-'''
+    return card(W, H + 10, "Scaled dot-product attention and multi-head attention, with the shape of every tensor", """
+ .name { font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .shape { font-size: 13px; fill: #4a4f55; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .head { font-size: 16px; font-weight: 700; }
+ .desc { font-size: 14px; fill: #1f2328; }
+ .arrow { stroke: #444; stroke-width: 1.8; }
+ .link { stroke: #c46a1d; stroke-width: 1.5; stroke-dasharray: 5 4; }
+""", o)
 
 
 Path(__file__).with_name("attention.svg").write_text(attention_svg())
@@ -288,7 +271,7 @@ def batch_svg():
         o.append(f'<text x="{cx}" y="{cy - 3}" class="name" text-anchor="middle">{escape(text)}</text>')
         o.append(f'<text x="{cx}" y="{cy + 15}" class="shape" text-anchor="middle">{escape(shape)}</text>')
     def down(x, y1, y2):
-        o.append(f'<line x1="{x}" y1="{y1}" x2="{x}" y2="{y2}" class="arrow" marker-end="url(#head4)"/>')
+        o.append(f'<line x1="{x}" y1="{y1}" x2="{x}" y2="{y2}" class="arrow" marker-end="url(#head)"/>')
     o.append('<text x="16" y="28" class="head">Batch(src, tgt, pad): one target sentence, shifted</text>')
     words = ["<s>", "a", "dog", "runs", "</s>", "<pad>"]
     X0 = 120
@@ -313,24 +296,15 @@ def batch_svg():
     box(CX, 404, "LabelSmoothing against tgt_y", "summed over non-pad labels (b, len_t)", "#f3f0c9", "#8d7f14", w=470)
     down(CX, 427, 456)
     box(CX, 480, "÷ ntokens → loss, then backward()", "one number: the loss per label", "#ffffff", "#666", w=470)
-    return f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H + 10}" width="{W}" height="{H + 10}" role="img"
- aria-label="A training batch: the target is shifted into decoder input and labels, then flows through the model, the generator and the loss">
-<style>
- text {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; fill: #1f2328; }}
- .tok {{ font-size: 14px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .name {{ font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .shape {{ font-size: 13px; fill: #4a4f55; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .head {{ font-size: 16px; font-weight: 700; }}
- .label {{ font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }}
- .small {{ font-size: 12px; fill: #4a4f55; }}
- .arrow {{ stroke: #444; stroke-width: 1.8; }}
-</style>
-<defs><marker id="head4" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse">
- <path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>
-<rect x="0" y="0" width="{W}" height="{H + 10}" rx="10" fill="#ffffff"/>
-{chr(10).join(o)}
-</svg>
-'''
+    return card(W, H + 10, "A training batch: the target is shifted into decoder input and labels, then flows through the model, the generator and the loss", """
+ .tok { font-size: 14px; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .name { font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .shape { font-size: 13px; fill: #4a4f55; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .head { font-size: 16px; font-weight: 700; }
+ .label { font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
+ .small { font-size: 12px; fill: #4a4f55; }
+ .arrow { stroke: #444; stroke-width: 1.8; }
+""", o)
 
 
 Path(__file__).with_name("batch.svg").write_text(batch_svg())
