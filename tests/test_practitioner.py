@@ -165,3 +165,31 @@ def test_precision_auto_leaves_the_random_stream_alone():
     training._FAST_BF16.clear()                                      # force the measurement
     training.bf16_is_fast("cpu")
     assert torch.equal(torch.rand(3), expected)
+
+
+class _Echo(torch.nn.Module):
+    "A stand-in model that writes its source back, token by token: whatever `translate` returns must be its input."
+    def __init__(self, vocab: int):
+        super().__init__()
+        self.vocab, self.weight = vocab, torch.nn.Parameter(torch.zeros(1))   # a parameter: translate asks its device
+        self.decoder = torch.nn.Module()
+        self.decoder.layers = []                                         # no layers, so the decoding cache is empty
+
+    def encode(self, src, src_mask):
+        return src
+
+    def decode(self, memory, src_mask, tgt, tgt_mask, cache=None, start=0):
+        t = min(start + tgt.size(1), memory.size(1) - 1)                 # the position of the token to write next
+        return memory[:, t].view(-1, 1, 1)
+
+    def generator(self, x):
+        return torch.nn.functional.one_hot(x.view(-1), self.vocab).float().clamp_min(1e-9).log()
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_translate_returns_each_output_in_the_place_of_its_input(beam_size):
+    "`translate` decodes sentences sorted by length, in batches: the outputs must come back in the input's order."
+    from transformer_nb.translation import Tokenizer, translate
+    sentences = ["a b c d e f", "g", "h i j", "k l", "m n o p q r s t", "u v w x"]
+    tok = Tokenizer.train(sentences, vocab_size=None)
+    assert translate(_Echo(len(tok)), tok, sentences, beam_size=beam_size, batch_size=2) == sentences
