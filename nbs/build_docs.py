@@ -1,18 +1,25 @@
 """Build the docs site into docs/ and regenerate README.md, offline. Run from anywhere: `python nbs/build_docs.py`.
 
 Quarto cannot run here, so this replaces `nbdev_docs`:
-1. nbdev processes the notebooks (`nbdev.serve.proc_nbs`: applies `#| hide`, adds `show_doc` for exported symbols,
+1. nbdev processes the notebooks (`nbdev.serve.proc_nbs`: applies `#| hide`, adds `show_doc` for exported symbols
+   (each becomes an anchor beside the code it documents),
    writes front matter with each page's `output-file`) into `_proc/`.
 2. Each processed notebook is adapted for Sphinx + myst-nb: named after its nbdev output file (`02_attention.ipynb`
    -> `attention.ipynb`, so nbdev's links `attention.html#attention` resolve), title from its front matter, nbdev cell
-   directives mapped to myst-nb tags, SVG charts inlined, links to the docs host made relative.
+   directives mapped to myst-nb tags, SVG charts inlined, links to the docs host made relative, and a link to download
+   the chapter's notebook (the file in `nbs/`) under its title. The sidebar numbers the chapters as their notebooks
+   are numbered and lists the interoperability and command-line chapters as appendices.
    The diagrams in `nbs/images/` (SVG, drawn by `nbs/images/draw.py`) are copied beside them.
-3. Sphinx + myst-nb (outputs rendered, never executed) + sphinx-book-theme render the site into `docs/`, with
-   MathJax from a local copy (npm package `mathjax@3`, SVG output: no web fonts) and an autodoc API page.
-4. `docs/_notebook_hashes.json` records a hash of every source the site was built from (notebooks, Sphinx
+3. Sphinx + myst-nb (outputs rendered, never executed) + sphinx-book-theme render the site into `docs/`, with an
+   autodoc API page.
+4. The math is typeset ahead of time into SVG by MathJax 3 under Node (`nbs/sphinx/math_svg.js`, npm package
+   `mathjax-full`), so pages load no MathJax script; the theme's unused Font Awesome script and translations are
+   dropped. Every chapter's first load stays under 2.5 MB (tests/test_docs.py measures it in a browser).
+5. `docs/_notebook_hashes.json` records a hash of every source the site was built from (notebooks, Sphinx
    configuration, this script); a test compares it.
 """
 import hashlib
+import html
 import json
 import os
 import re
@@ -30,6 +37,7 @@ DOC_HOST = "https://transformer-nb.github.io/transformer_nb/"
 GIT_URL = "https://github.com/transformer-nb/transformer_nb"
 TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "include: false": "remove-cell",
         "code-fold: true": "hide-input"}
+APPENDICES = ["08_interop.ipynb", "20_cli.ipynb"]   # chapters a reader may skip: listed apart in the sidebar
 API_MODULES = ["embedding", "masks", "attention", "layers", "model", "training", "decoding", "copy_task", "interop", "translation", "cli"]
 
 
@@ -81,15 +89,33 @@ def _adapt_cell(cell, page_names):
             svg = _text(data.pop("image/svg+xml"))
             data.pop("text/plain", None)
             data["text/html"] = f'<div class="tnb-chart">{svg}</div>'
-        if "text/markdown" in data:                                     # show_doc output
-            md = _text(data["text/markdown"]).lstrip()
-            md = md[3:] if md.startswith("---") else md                 # its leading rule ("---") breaks docutils
-            md = re.sub(r"^(#+) (.+)$", lambda m: f'<a id="{m[2].strip().lower()}"></a>\n\n{m[0]}', md,
-                        count=1, flags=re.M)                            # nbdev's anchor (`#run_epoch`); docutils would make it run-epoch
-            md = re.sub(r'\[source\]\((\S+?)\)\{target="_blank" style="float:right; font-size:smaller"\}',
-                        r'<a class="tnb-source" href="\1" target="_blank" rel="noopener">source</a>', md)  # myst does not parse these attributes
-            data["text/markdown"] = md.replace(DOC_HOST, "")             # output markdown keeps plain .html links
     return cell
+
+
+def _anchor_for_card(cell):
+    """nbdev's card for an exported name (a `show_doc` cell), replaced by an anchor alone: the chapters show the code
+    itself right beside it, so the card would only repeat its signature and docstring (and nbdev 2.4 draws classes as
+    `def` and adds annotations the code does not have). The anchor keeps nbdev's links (`attention.html#attention`)."""
+    src = _text(cell["source"])
+    if cell["cell_type"] != "code" or not re.search(r"^show_doc\(", src, re.M):
+        return None
+    md = "".join(_text(o.get("data", {}).get("text/markdown", "")) for o in cell.get("outputs", []))
+    heading = re.search(r"^#+ (.+)$", md, re.M)
+    if heading is None:
+        raise ValueError(f"a show_doc cell without a heading: {src!r}")
+    return {"cell_type": "markdown", "id": cell.get("id", "card"), "metadata": {},
+            "source": f'<a id="{heading[1].strip().lower()}"></a>\n'}
+
+
+def _toctrees(notebooks, page_names) -> str:
+    "The sidebar: the chapters numbered as their notebooks are (`02 Attention`), then the appendices, then the API."
+    def entry(path):
+        title = _front_matter(json.loads(path.read_text(encoding="utf-8"))).get("title", path.stem)
+        return f"{path.name[:2]} {title.replace('`', '')} <{page_names[path.name]}>"
+    chapters = [entry(p) for p in notebooks if p.name[:2].isdigit() and p.name not in APPENDICES]
+    appendices = [entry(p) for p in notebooks if p.name in APPENDICES]
+    block = lambda caption, entries: f"```{{toctree}}\n:hidden:\n:caption: {caption}\n\n" + "\n".join(entries) + "\n```\n"
+    return block("Chapters", chapters) + "\n" + block("Appendices", appendices) + "\n" + block("Reference", ["api"])
 
 
 def prepare_sources(src: Path):
@@ -113,14 +139,17 @@ def prepare_sources(src: Path):
                  if not (c["cell_type"] == "markdown" and "AUTOGENERATED! DO NOT EDIT" in _text(c["source"]))]
         title = fm.get("title", path.stem)
         head = f"# {title}\n\n" + (f"> {fm['description']}\n" if fm.get("description") else "")
-        cells = [{"cell_type": "markdown", "id": "tnb-title", "metadata": {}, "source": head}] + [_adapt_cell(c, page_names) for c in cells]
+        if (NBS / path.name).exists() and path.name != "index.ipynb":        # the notebook itself, to run or change
+            (src / "notebooks").mkdir(exist_ok=True)
+            shutil.copy(NBS / path.name, src / "notebooks" / path.name)
+            head += (f"\n{{download}}`Download this chapter as a notebook <notebooks/{path.name}>` ({path.name}; it runs "
+                     "with the package's `dev` extra: `pip install \"transformer_nb[dev]\"`)\n")
+        cells = [{"cell_type": "markdown", "id": "tnb-title", "metadata": {}, "source": head}] + [_anchor_for_card(c) or _adapt_cell(c, page_names) for c in cells]
         page = page_names[path.name]
         if page == "index":
-            toc = "\n".join(p for p in page_names.values() if p != "index")
             cells.append({"cell_type": "markdown", "id": "tnb-toc", "metadata": {},
                           "source": "## Reference\n\nThe [API reference](api.md) lists every public function and class, "
-                                    "generated from the docstrings.\n\n"
-                                    f"```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{toc}\napi\n```\n"})
+                                    "generated from the docstrings.\n\n" + _toctrees(notebooks, page_names)})
         else:
             pages.append(page)
         nb["cells"] = cells
@@ -134,18 +163,58 @@ def prepare_sources(src: Path):
     (src / "api.md").write_text("\n".join(api), encoding="utf-8")
 
 
-def mathjax(static: Path):
-    "Copy MathJax's SVG bundle (and the TeX extensions it may load on demand) into `static/mathjax`."
+def _node_modules() -> Path:
+    "npm's mathjax-full (MathJax 3 for Node), installed once into `_build/npm`."
     cache = BUILD / "npm"
-    package = cache / "node_modules" / "mathjax" / "es5"
-    if not (package / "tex-svg.js").exists():
+    if not (cache / "node_modules" / "mathjax-full" / "js" / "mathjax.js").exists():
         cache.mkdir(parents=True, exist_ok=True)
         subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(cache),
-                        f"mathjax@{MATHJAX_VERSION}"], check=True)
-    target = static / "mathjax"
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copy(package / "tex-svg.js", target / "tex-svg.js")
-    shutil.copytree(package / "input" / "tex" / "extensions", target / "input" / "tex" / "extensions", dirs_exist_ok=True)
+                        f"mathjax-full@{MATHJAX_VERSION}"], check=True)
+    return cache / "node_modules"
+
+
+MATH = re.compile(r'<(span|div) class="math notranslate nohighlight"([^>]*)>(.*?)</\1>', re.S)
+MATHJAX_SCRIPTS = re.compile(r'<script>window\.MathJax = .*?</script>\s*|<script [^>]*src="[^"]*mathjax/[^"]*"></script>\s*'
+                             r'|<script [^>]*src="[^"]*scripts/fontawesome\.js[^"]*"></script>\s*', re.S)
+
+
+def _tex(inner: str) -> tuple[str, bool]:
+    "The TeX of one Sphinx math element, without its \\( \\) or \\[ \\] delimiters, and whether it is displayed."
+    tex = html.unescape(inner).strip()
+    for a, b in (("\\(", "\\)"), ("\\[", "\\]")):
+        if tex.startswith(a) and tex.endswith(b):
+            return tex[2:-2].strip(), a == "\\["
+    return tex, True                                                      # amsmath environments come bare
+
+
+def typeset_math(out: Path):
+    "Replace every page's TeX with MathJax's SVG (one glyph cache per page) and drop the MathJax and Font Awesome scripts."
+    pages = {p.name: p.read_text(encoding="utf-8") for p in out.glob("*.html")}
+    equations = {name: [_tex(m[3]) for m in MATH.finditer(text)] for name, text in pages.items()}
+    done = subprocess.run(["node", str(NBS / "sphinx" / "math_svg.js")], input=json.dumps({"pages": equations}),
+                          capture_output=True, text=True, env=dict(os.environ, NODE_PATH=str(_node_modules())))
+    if done.returncode:
+        raise RuntimeError(f"typesetting the math failed:\n{done.stderr}")
+    result = json.loads(done.stdout)
+    (out / "_static" / "mathjax-svg.css").write_text(result["css"], encoding="utf-8")
+    for name, text in pages.items():
+        svgs = iter(result["pages"][name]["math"])
+        text = MATH.sub(lambda m: f'<{m[1]} class="math notranslate nohighlight"{m[2]}>{next(svgs)}</{m[1]}>', text)
+        text = MATHJAX_SCRIPTS.sub("", text)
+        if equations[name]:
+            text = text.replace("</head>", '<link rel="stylesheet" href="_static/mathjax-svg.css" />\n</head>', 1)
+            text = re.sub(r"(<body[^>]*>)", lambda m: m[1] + result["pages"][name]["cache"], text, count=1)
+        (out / name).write_text(text, encoding="utf-8")
+
+
+def prune(out: Path):
+    "Files the pages no longer load: the theme's Font Awesome script (its icons come from the CSS font), its translations."
+    for junk in [*out.rglob("*.map"), out / ".buildinfo", out / ".doctrees", out / "_sources", out / "_static" / "locales",
+                 out / "_static" / "mathjax", *(out / "_static" / "scripts").glob("fontawesome.js*")]:
+        if junk.is_dir():
+            shutil.rmtree(junk)
+        elif junk.exists():
+            junk.unlink()
 
 
 def build():
@@ -154,18 +223,14 @@ def build():
     if static.exists():
         shutil.rmtree(static)
     shutil.copytree(NBS / "sphinx" / "_static", static)
-    mathjax(static)
     out = BUILD / "html"
     if out.exists():
         shutil.rmtree(out)
     env = dict(os.environ, TNB_DOCS_STATIC=str(static))
     subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-c", str(NBS / "sphinx"), str(src), str(out)],
                    check=True, env=env)
-    for junk in [*out.rglob("*.map"), out / ".buildinfo", out / ".doctrees", out / "_sources"]:
-        if junk.is_dir():
-            shutil.rmtree(junk)
-        elif junk.exists():
-            junk.unlink()
+    typeset_math(out)
+    prune(out)
     if DOCS.exists():
         shutil.rmtree(DOCS)
     shutil.copytree(out, DOCS)

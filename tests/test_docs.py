@@ -25,6 +25,8 @@ CHROMIUM = "/usr/bin/chromium"
 PAGES = sorted(p.name for p in DOCS.glob("*.html"))
 CHAPTERS = ["embedding.html", "masks.html", "attention.html", "layers.html", "model.html", "training.html",
             "decoding.html", "copy_task.html", "interop.html", "translation.html", "cli.html"]
+FIRST_LOAD_BUDGET = 2.5 * 2**20     # bytes a chapter may fetch when it is first opened (page, scripts, styles, images)
+DESKTOP, PHONE = {"width": 1300, "height": 900}, {"width": 390, "height": 844}
 
 
 def test_docs_are_current():
@@ -51,6 +53,32 @@ def test_no_unrendered_markdown():
         prose = re.sub(r"<(pre|code|script)\b.*?</\1>", "", html, flags=re.S)    # code may contain anything
         for leftover in ("{target=", "](http", "](#", ".ipynb)"):
             assert leftover not in prose, f"{page} shows unrendered markdown {leftover!r}"
+
+
+def test_pages_load_no_math_or_icon_script():
+    "The math is SVG in the page (typeset when the site is built) and icons come from a CSS font: no MathJax or Font Awesome script."
+    for page in PAGES:
+        html = (DOCS / page).read_text(encoding="utf-8")
+        scripts = re.findall(r'<script[^>]*src="([^"]+)"', html)
+        assert not [s for s in scripts if "mathjax" in s.lower() or "fontawesome" in s], f"{page} loads {scripts}"
+        tex_left = re.findall(r'class="math notranslate nohighlight"[^>]*>(?!<mjx-container)(.{0,40})', html)
+        assert not tex_left, f"{page}: math not typeset: {tex_left[:3]}"
+
+
+def test_sidebar_numbers_chapters_and_download_links():
+    "The sidebar numbers each chapter as its notebook is numbered, lists two appendices apart, and each chapter links its notebook."
+    nbs = {p.name for p in (ROOT / "nbs").glob("[0-9][0-9]_*.ipynb")}
+    html = (DOCS / "index.html").read_text(encoding="utf-8")
+    nav = html[html.index('bd-docs-nav'):]
+    for caption in ("Chapters", "Appendices", "Reference"):
+        assert f'<span class="caption-text">{caption}</span>' in nav, caption
+    appendices = nav[nav.index(">Appendices<"):nav.index(">Reference<")]
+    assert "interop.html" in appendices and "cli.html" in appendices and "attention.html" not in appendices
+    assert re.search(r'href="attention.html">02 Attention</a>', nav)
+    for page in CHAPTERS:
+        links = [l for l in _parse(DOCS / page).links if l.endswith(".ipynb")]
+        assert len(links) == 1 and Path(unquote(links[0])).name in nbs, f"{page}: notebook links {links}"
+        assert (DOCS / unquote(links[0])).read_bytes() == (ROOT / "nbs" / Path(unquote(links[0])).name).read_bytes()
 
 
 class _Links(HTMLParser):
@@ -148,7 +176,26 @@ CHECK_PAGE = """async () => {
     code: document.querySelectorAll('div.cell_input pre').length,
     copyButtons: document.querySelectorAll('div.cell_input .copybtn').length,
     brokenImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src),
+    // nbdev 2.4's cards drew classes as functions (`def Embeddings(`): no code block may show one
+    classAsDef: [...document.querySelectorAll('pre')].filter(p => /^def [A-Z]\\w*\\(/m.test(p.textContent)).length,
   };
+}"""
+
+# at 1300 px: no code block or output needs sideways scrolling
+DESKTOP_LAYOUT = """() => [...document.querySelectorAll('.bd-article pre')]
+  .filter(p => p.scrollWidth > p.clientWidth + 1)
+  .map(p => p.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 80))"""
+
+# at 390 px: nothing widens the page, and no equation, chart or image is cut off (wider ones scroll by themselves)
+PHONE_LAYOUT = """() => {
+  const width = document.documentElement.clientWidth;
+  const scrolls = (e) => { for (let p = e.parentElement; p; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX;
+    if ((o === 'auto' || o === 'scroll') && p.getBoundingClientRect().right <= width + 1) return true; } return false; };
+  const clipped = [...document.querySelectorAll('.bd-article mjx-container, .bd-article .tnb-chart svg, .bd-article img')]
+    .filter(e => e.getBoundingClientRect().right > width + 1 && !scrolls(e))
+    .map(e => e.tagName + ' ' + ((e.closest('.math') && e.querySelector('svg')?.getAttribute('aria-label')) || e.getAttribute('src') || '').slice(0, 50));
+  return {pageWidth: document.documentElement.scrollWidth, width: width, clipped: clipped};
 }"""
 
 
@@ -158,9 +205,9 @@ def test_every_page_in_a_browser(browser, server, mode):
     for page in PAGES:
         if page in ("genindex.html", "search.html", "py-modindex.html"):
             continue
-        ctx = browser.new_context()
+        ctx = browser.new_context(viewport=DESKTOP)
         tab = ctx.new_page()
-        errors, outside = [], []
+        errors, outside, fetched = [], [], []
         base = server if mode == "http" else DOCS.as_uri()
         origin = urlparse(server).netloc
         tab.on("console", lambda m: errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
@@ -176,9 +223,19 @@ def test_every_page_in_a_browser(browser, server, mode):
         # a missing file is an error whether or not the browser gets round to logging it before we look
         tab.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
         tab.on("requestfailed", lambda r: errors.append(f"request failed: {r.url} ({r.failure})"))
+        tab.on("requestfinished", lambda r: fetched.append(r))
         tab.goto(f"{base}/{page}", wait_until="networkidle")  # idle: late requests such as the favicon are in
         info = tab.evaluate(CHECK_PAGE)
         bad = errors + [f"request outside the site: {u}" for u in outside]
+        if mode == "http":
+            size = sum(r.sizes()["responseBodySize"] for r in fetched)
+            if size > FIRST_LOAD_BUDGET:
+                bad.append(f"first load fetches {size / 2**20:.2f} MB (budget {FIRST_LOAD_BUDGET / 2**20} MB)")
+        if info["classAsDef"]:
+            bad.append(f"{info['classAsDef']} code blocks show a class as `def Name(`")
+        scrolling = tab.evaluate(DESKTOP_LAYOUT)
+        if scrolling:
+            bad.append(f"{len(scrolling)} code blocks scroll sideways at {DESKTOP['width']} px: {scrolling[:3]}")
         if info["undrawn"]:
             bad.append(f"{info['undrawn']} of {info['charts']} charts not drawn")
         if info["untypeset"]:
@@ -190,6 +247,12 @@ def test_every_page_in_a_browser(browser, server, mode):
         missing_nav = [c for c in CHAPTERS if c != page and not any(h and h.split("#")[0].endswith(c) for h in info["nav"])]
         if missing_nav:
             bad.append(f"navigation lacks {missing_nav}")
+        tab.set_viewport_size(PHONE)
+        phone = tab.evaluate(PHONE_LAYOUT)
+        if phone["pageWidth"] > phone["width"]:
+            bad.append(f"at {PHONE['width']} px the page is {phone['pageWidth']} px wide")
+        if phone["clipped"]:
+            bad.append(f"cut off at {PHONE['width']} px: {phone['clipped'][:3]}")
         summary.append(f"{page}: {info['charts']} charts, {info['math']} math")
         if bad:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,7 @@
 """The repository's own promises: README generated from nbs/index.ipynb, CI running the README's test command,
 the exported package in step with the notebooks, and a core package that imports without the `viz` extra."""
+import json
+import re
 import runpy
 import shutil
 import subprocess
@@ -71,3 +73,19 @@ def test_every_diagram_is_drawn_by_its_script_and_shown():
     text = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "nbs").glob("*.ipynb"))
     unused = [name for name in sorted(after) if f"(images/{name})" not in text]
     assert after and not unused, f"diagrams no chapter shows: {unused}"
+
+
+def test_shown_code_fits_the_text_column():
+    """Code a chapter shows keeps its lines to 120 characters (what the site's text column holds at 1300 px; shape comments
+    go on their own line above long ones), and no notebook holds control characters (a `\\b` written from a Python
+    string once turned `$\\bar y$` into a backspace and broke the equation)."""
+    too_long, control = [], []
+    for path in sorted((ROOT / "nbs").glob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            src = "".join(cell["source"])
+            control += [f"{path.name} cell {i}"] if re.search(r"[\x00-\x08\x0b-\x1f]", src) else []
+            if cell["cell_type"] != "code" or re.search(r"^#\| (hide|echo: false|include: false)", src, re.M):
+                continue
+            too_long += [f"{path.name} cell {i}: {len(l)} characters: {l[:60]}" for l in src.splitlines() if len(l) > 120]
+    assert not too_long, "\n".join(too_long)
+    assert not control, control

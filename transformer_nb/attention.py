@@ -39,7 +39,8 @@ def attention(query, key, value, mask=None, dropout=None):
     keep-mask (True = may attend) that broadcasts to `(..., len_q, len_k)`. Output `(..., len_q, d_v)`,
     weights `(..., len_q, len_k)`; a fully masked query row gets zero weights and a zero output."""
     d_k = query.size(-1)
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)       # (..., len_q, d_k) @ (..., d_k, len_k) -> (..., len_q, len_k)
+    # (..., len_q, d_k) @ (..., d_k, len_k) -> (..., len_q, len_k)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
         check_mask(mask, scores.shape)
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -48,7 +49,8 @@ def attention(query, key, value, mask=None, dropout=None):
         p_attn = p_attn.masked_fill(~mask, 0.0)                   # exact zeros; a fully masked row becomes all zero
     if dropout is not None:
         p_attn = dropout(p_attn)
-    return p_attn @ value, p_attn                                 # (..., len_q, len_k) @ (..., len_k, d_v) -> (..., len_q, d_v)
+    # (..., len_q, len_k) @ (..., len_k, d_v) -> (..., len_q, d_v)
+    return p_attn @ value, p_attn
 
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
@@ -66,14 +68,16 @@ def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
 
 
 class KVCache:
-    "Projected keys and values `(batch, h, len, d_k)` kept between decoding steps: `static` ones (cross-attention) are computed once, others grow by one position per step."
+    """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps: `static` ones (cross-attention) are
+    computed once, others grow by one position per step."""
     def __init__(self, static: bool = False):
         self.static, self.k, self.v = static, None, None
 
     def update(self, k, v):
         "Store (static) or append (self-attention) the new keys and values; return all of them."
         if not self.static and self.k is not None:
-            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)  # (b, h, t, d_k) + (b, h, 1, d_k) -> (b, h, t+1, d_k)
+            # (b, h, t, d_k) + (b, h, 1, d_k) -> (b, h, t+1, d_k)
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
         self.k, self.v = k, v
         return k, v
 
@@ -90,7 +94,8 @@ def _stacked(*linears):
 
 
 class MultiHeadedAttention(nn.Module):
-    "Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`: projections without biases."
+    """Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`:
+    projections without biases."""
     def __init__(self, h: int, d_model: int, dropout: float = 0.1, bias: bool = True):
         super().__init__()
         if h < 1 or d_model % h != 0:
@@ -105,11 +110,13 @@ class MultiHeadedAttention(nn.Module):
 
     def split_heads(self, x):
         b, l, _ = x.shape
-        return x.view(b, l, self.h, self.d_k).transpose(1, 2)         # (b, l, d_model) -> (b, l, h, d_k) -> (b, h, l, d_k)
+        # (b, l, d_model) -> (b, l, h, d_k) -> (b, h, l, d_k)
+        return x.view(b, l, self.h, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x):
         b, _, l, _ = x.shape
-        return x.transpose(1, 2).reshape(b, l, self.d_model)          # (b, h, l, d_k) -> (b, l, h, d_k) -> (b, l, d_model)
+        # (b, h, l, d_k) -> (b, l, h, d_k) -> (b, l, d_model)
+        return x.transpose(1, 2).reshape(b, l, self.d_model)
 
     def project(self, query, key, value):
         "Project and split into heads: `(b, len, d_model)` → `(b, h, len, d_k)` each; shared inputs share one matmul."
@@ -124,7 +131,8 @@ class MultiHeadedAttention(nn.Module):
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
     def forward(self, query, key, value, mask=None, cache: KVCache | None = None):
-        "`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`; `cache`: see chapter 06."
+        """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
+        `cache`: see chapter 06."""
         self._check_inputs(query, key, value, mask)
         if mask is not None:
             mask = mask.unsqueeze(1)                                   # (b, 1|len_q, len_k) -> (b, 1, 1|len_q, len_k)

@@ -59,7 +59,9 @@ def _add_model_args(p: argparse.ArgumentParser):
     g.add_argument("--pre-norm", action="store_true", help="pre-norm layers instead of the paper's post-norm")
     g.add_argument("--learned-pos", action="store_true", help="learned positional table instead of sinusoids")
     g.add_argument("--tie-weights", action="store_true", help="share the target embedding with the output projection")
-    g.add_argument("--share-embeddings", action="store_true", help="share source and target embeddings (needs equal vocabularies)")
+    g.add_argument(
+        "--share-embeddings", action="store_true", help="share source and target embeddings (needs equal vocabularies)"
+    )
 
 
 def _model_from_args(a: argparse.Namespace):
@@ -121,7 +123,9 @@ def _train(a: argparse.Namespace, run):
         elif a.save is not None:
             print("\ninterrupted before the first epoch finished: nothing was saved", file=sys.stderr)
         else:
-            print("\ninterrupted: nothing was saved (--save PATH keeps a checkpoint after every epoch)", file=sys.stderr)
+            print(
+                "\ninterrupted: nothing was saved (--save PATH keeps a checkpoint after every epoch)", file=sys.stderr
+            )
         raise SystemExit(130)
 
 
@@ -134,7 +138,10 @@ def _copy(a: argparse.Namespace) -> int:
             raise CheckpointError(a.checkpoint, f"a checkpoint of a {kind} model, not of a copy-task model", ours=True)
         model = model_from_checkpoint(a.checkpoint, map_location=a.device)
         held = held_out_set(vocab=model.config["src_vocab"])
-        print(f"loaded {a.checkpoint}: " + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
+        print(
+            f"loaded {a.checkpoint}: "
+            + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h"))
+        )
     else:
         config = CopyConfig(seed=a.seed, epochs=a.epochs, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h,
                             pre_norm=a.pre_norm, batch_size=a.batch_size, device=a.device, precision=a.precision)
@@ -180,20 +187,39 @@ def _translate(a: argparse.Namespace) -> int:
     world = _world(a)
     if a.checkpoint is not None:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
-        print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, " + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
+        print(
+            f"loaded {a.checkpoint}: {len(tokenizer)} tokens, "
+            + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h"))
+        )
     else:
-        config = TranslationConfig(vocab_size=a.vocab_size, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, epochs=a.epochs,
-                                   max_tokens=a.max_tokens, seed=a.seed, device=a.device, precision=a.precision)
+        config = TranslationConfig(
+            vocab_size=a.vocab_size,
+            N=a.N,
+            d_model=a.d_model,
+            d_ff=a.d_ff,
+            h=a.h,
+            epochs=a.epochs,
+            max_tokens=a.max_tokens,
+            seed=a.seed,
+            device=a.device,
+            precision=a.precision,
+        )
         if a.resume is not None:
             config = TranslationConfig(**{**read_checkpoint(a.resume, kind="translation")["extra"]["config"],
                                           "epochs": a.epochs, "device": a.device, "precision": a.precision})
         train_pairs = _translate_data(a, "train")[: a.train_pairs]
         val_pairs = _translate_data(a, "val")
-        print(f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} Multi30k "
-              f"pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
-              f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs", flush=True)
-        report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
-                                 f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s", flush=True)
+        print(
+            f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} Multi30k "
+            f"pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
+            f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs",
+            flush=True,
+        )
+        report = lambda r: print(
+            f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
+            f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s",
+            flush=True,
+        )
         model, tokenizer, history = _train(a, lambda done: train_translation(
             config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (report(r), done(r)),
             world=world))
@@ -212,7 +238,10 @@ def _translate(a: argparse.Namespace) -> int:
         return 0
     test = _translate_data(a, "test")[: a.test_sentences]
     hypotheses = decode([de for de, _ in test])
-    print(f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): {bleu(hypotheses, [en for _, en in test])}")
+    print(
+        f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): "
+        f"{bleu(hypotheses, [en for _, en in test])}"
+    )
     for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
         print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
     return 0
@@ -221,8 +250,13 @@ def _translate(a: argparse.Namespace) -> int:
 def _add_run_args(p: argparse.ArgumentParser, what: str, precision: str):
     "The options `copy` and `translate` share: where to run, and what to keep; `precision`: the recipe's default."
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
-    p.add_argument("--precision", choices=["fp32", "bf16", "auto"], default=precision, help="bf16: matrix products in "
-                   f"bfloat16 (autocast), weights in float32; auto: bf16 where the device is fast at it (default: {precision})")
+    p.add_argument(
+        "--precision",
+        choices=["fp32", "bf16", "auto"],
+        default=precision,
+        help="bf16: matrix products in "
+        f"bfloat16 (autocast), weights in float32; auto: bf16 where the device is fast at it (default: {precision})",
+    )
     p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core). Two PyTorch processes "
                    "on the same cores slow each other down ten times or more: run one at a time, or split the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
@@ -240,37 +274,61 @@ def build_parser() -> argparse.ArgumentParser:
     d = CopyConfig()
     c = sub.add_parser("copy", help="train the copy task (or load a checkpoint), print accuracy and examples")
     c.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default: {d.seed})")
-    c.add_argument("--epochs", type=_positive, default=d.epochs,
-                   help=f"at most this many epochs of {d.batches_per_epoch} batches; stops at 100%% (default: {d.epochs})")
+    c.add_argument(
+        "--epochs",
+        type=_positive,
+        default=d.epochs,
+        help=f"at most this many epochs of {d.batches_per_epoch} batches; stops at 100%% (default: {d.epochs})",
+    )
     c.add_argument("--N", type=_positive, default=d.N, help=f"layers per stack (default: {d.N})")
     c.add_argument("--d-model", type=_positive, default=d.d_model, help=f"model width (default: {d.d_model})")
     c.add_argument("--d-ff", type=_positive, default=d.d_ff, help=f"feed-forward width (default: {d.d_ff})")
     c.add_argument("--h", type=_positive, default=d.h, help=f"attention heads (default: {d.h})")
     c.add_argument("--pre-norm", action="store_true", help="pre-norm layers instead of post-norm")
-    c.add_argument("--batch-size", type=_positive, default=d.batch_size, help=f"sequences per batch (default: {d.batch_size})")
+    c.add_argument(
+        "--batch-size", type=_positive, default=d.batch_size, help=f"sequences per batch (default: {d.batch_size})"
+    )
     _add_run_args(c, "the model", d.precision)
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
     c.set_defaults(run=_copy)
-    t = sub.add_parser("translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations")
+    t = sub.add_parser(
+        "translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations"
+    )
     dt = TranslationConfig()
     t.add_argument("--data", metavar="DIR", help="local folder with the Multi30k files (default: download into "
                    "~/.cache/transformer_nb, or $TRANSFORMER_NB_CACHE)")
     t.add_argument("--epochs", type=_positive, default=dt.epochs, help=f"epochs (default: {dt.epochs})")
-    t.add_argument("--train-pairs", type=_positive, default=None, help="train on the first this many pairs only (default: all 29000)")
-    t.add_argument("--vocab-size", type=_positive, default=dt.vocab_size, help=f"joint BPE vocabulary (default: {dt.vocab_size})")
+    t.add_argument(
+        "--train-pairs",
+        type=_positive,
+        default=None,
+        help="train on the first this many pairs only (default: all 29000)",
+    )
+    t.add_argument(
+        "--vocab-size", type=_positive, default=dt.vocab_size, help=f"joint BPE vocabulary (default: {dt.vocab_size})"
+    )
     t.add_argument("--N", type=_positive, default=dt.N, help=f"layers per stack (default: {dt.N})")
     t.add_argument("--d-model", type=_positive, default=dt.d_model, help=f"model width (default: {dt.d_model})")
     t.add_argument("--d-ff", type=_positive, default=dt.d_ff, help=f"feed-forward width (default: {dt.d_ff})")
     t.add_argument("--h", type=_positive, default=dt.h, help=f"attention heads (default: {dt.h})")
-    t.add_argument("--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})")
+    t.add_argument(
+        "--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})"
+    )
     t.add_argument("--seed", type=int, default=dt.seed, help=f"random seed (default: {dt.seed})")
     _add_run_args(t, "the model and its tokenizer", dt.precision)
-    t.add_argument("--beam", type=_positive, default=dt.beam_size, help=f"beam size; 1 decodes greedily (default: {dt.beam_size})")
+    t.add_argument(
+        "--beam", type=_positive, default=dt.beam_size, help=f"beam size; 1 decodes greedily (default: {dt.beam_size})"
+    )
     t.add_argument("--length-penalty", type=_non_negative, default=dt.length_penalty,
                    help=f"beam search's length penalty alpha; 0: none (default: {dt.length_penalty})")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
-    t.add_argument("--test-sentences", type=_positive, default=1000, help="score the first this many test sentences (default: 1000)")
+    t.add_argument(
+        "--test-sentences",
+        type=_positive,
+        default=1000,
+        help="score the first this many test sentences (default: 1000)",
+    )
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
     t.set_defaults(run=_translate)
     p = sub.add_parser("summary", help="build a model and print its parameter count by part")
@@ -285,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "checkpoint", None) and (args.save or args.resume):
-        parser.error("--checkpoint loads a model instead of training one: it cannot be combined with --save or --resume")
+        parser.error(
+            "--checkpoint loads a model instead of training one: it cannot be combined with --save or --resume"
+        )
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     try:

@@ -26,7 +26,9 @@ def copy_sequences(n: int, vocab: int = 11, min_len: int = 1, max_len: int = 10,
     """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_len, max_len]` and `x_i` in `[3, vocab)`:
     `(n, max_len + 2)`. `reserved_only=True` draws only sequences `is_reserved` sets aside, `False` never draws them."""
     if vocab < 4 or not 1 <= min_len <= max_len:
-        raise ValueError(f"need vocab >= 4 and 1 <= min_len <= max_len, got vocab={vocab}, min_len={min_len}, max_len={max_len}")
+        raise ValueError(
+            f"need vocab >= 4 and 1 <= min_len <= max_len, got vocab={vocab}, min_len={min_len}, max_len={max_len}"
+        )
     out = []
     while sum(len(s) for s in out) < n:                                 # rejection sampling
         lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)        # (n,)
@@ -49,8 +51,13 @@ def is_reserved(seqs) -> torch.Tensor:
 
 def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None):
     "A list of `n_batches` copy-task `Batch` objects (source = target), never holding a reserved sequence."
-    return [Batch(s, s, pad=PAD) for s in
-            (copy_sequences(batch_size, vocab, min_len, max_len, generator, reserved_only=False) for _ in range(n_batches))]
+    return [
+        Batch(s, s, pad=PAD)
+        for s in (
+            copy_sequences(batch_size, vocab, min_len, max_len, generator, reserved_only=False)
+            for _ in range(n_batches)
+        )
+    ]
 
 
 def held_out_set(n: int = 1000, vocab: int = 11, min_len: int = 1, max_len: int = 10, seed: int = 1234):
@@ -105,7 +112,8 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
     """Train a model on the copy task until `config.target_accuracy` on `held_out` (default `held_out_set()`) or
     `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
-    `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes (chapter 10)."""
+    `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
+    (chapter 10)."""
     if resume is not None:
         saved = read_checkpoint(resume, kind="copy")["extra"]["config"]
         config = CopyConfig(**{**saved, "epochs": config.epochs, "device": config.device,

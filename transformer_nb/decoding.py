@@ -38,7 +38,8 @@ def init_cache(model) -> list:
 
 
 def next_log_probs(model, memory, src_mask, ys, cache=None):
-    "Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`; with a `cache`, only the last token of `ys` is fed."
+    """Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`; with a `cache`, only the last token of
+    `ys` is fed."""
     if cache is None:                                                  # recompute every position, causal mask
         out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=ys.device))  # (batch, t, d_model)
     else:                                                              # only the new position, at its true offset
@@ -56,13 +57,20 @@ def _check_decode_args(model, src, src_mask, max_len) -> int:
     "Check the arguments; returns `max_len`, capped (with a warning) at the model's positional table."
     if src.dim() != 2:
         raise ValueError(f"`src` must be (batch, len_src) token ids, got shape {tuple(src.shape)}")
-    if src_mask is not None and (src_mask.dim() != 3 or src_mask.size(0) != src.size(0) or src_mask.size(-1) != src.size(1)):
-        raise ValueError(f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, got {tuple(src_mask.shape)}")
+    if src_mask is not None and (
+        src_mask.dim() != 3 or src_mask.size(0) != src.size(0) or src_mask.size(-1) != src.size(1)
+    ):
+        raise ValueError(
+            f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
+            f"got {tuple(src_mask.shape)}"
+        )
     if max_len < 1:
         raise ValueError(f"`max_len` counts the start symbol and must be at least 1, got {max_len}")
     limit = max_positions(model)
     if limit is not None and max_len > limit:
-        warnings.warn(f"max_len={max_len} is longer than the model's positional table: decoding stops at {limit} tokens")
+        warnings.warn(
+            f"max_len={max_len} is longer than the model's positional table: decoding stops at {limit} tokens"
+        )
         max_len = limit
     return max_len
 
@@ -98,11 +106,23 @@ def _length_penalty(length, alpha: float):
 
 
 @torch.no_grad()
-def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int, beam_size: int = 4,
-                length_penalty: float = 0.6, pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
+def beam_search(
+    model,
+    src,
+    src_mask,
+    max_len: int,
+    start_symbol: int,
+    end_symbol: int,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    pad_symbol: int | None = None,
+    use_cache: bool = True,
+    precision: str = "fp32",
+):
     """Beam search with GNMT's length penalty applied while searching; returns `(tokens, scores)`: the best hypothesis
     per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with `pad_symbol` or
-    `end_symbol`) and its length-normalized log-probability `(batch,)`. `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
+    `end_symbol`) and its length-normalized log-probability `(batch,)`. `precision`: "fp32", "bf16" or "auto" (chapter
+    05)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
@@ -144,7 +164,8 @@ def beam_search(model, src, src_mask, max_len: int, start_symbol: int, end_symbo
             if cache is not None:
                 rows = (ar.unsqueeze(1) * k + parent).view(-1)         # (b*k,) the parents' rows
                 for layer_cache in cache:
-                    layer_cache["self"].reorder(rows)                  # cross-attention is the same for a sentence's rows
+                    # cross-attention is the same for a sentence's rows
+                    layer_cache["self"].reorder(rows)
             # 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at max_len
             if t == max_len - 1 or (best_score > alive_lp[:, 0] / _length_penalty(max_len - 1, length_penalty)).all():
                 break

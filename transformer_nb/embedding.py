@@ -72,7 +72,8 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(p=dropout)
         self.d_model, self.max_len = d_model, max_len
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model).unsqueeze(0), persistent=False)  # (1, max_len, d_model)
+        # (1, max_len, d_model)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model).unsqueeze(0), persistent=False)
 
     def forward(self, x, start: int = 0):
         check_activations(x, self.d_model)

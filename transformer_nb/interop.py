@@ -31,7 +31,9 @@ def _torch_norm(ours: LayerNorm) -> nn.LayerNorm:
 
 def _check_relu(layer):
     if getattr(layer, "activation_relu_or_gelu", 1) != 1:
-        raise ValueError("only ReLU feed-forward layers can be converted (the paper's choice); this layer uses another activation")
+        raise ValueError(
+            "only ReLU feed-forward layers can be converted (the paper's choice); this layer uses another activation"
+        )
 
 
 def _has_bias(layer) -> bool:
@@ -78,8 +80,15 @@ def _our_bias(ours) -> bool:
 def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
     "A `nn.TransformerEncoderLayer(batch_first=True)` with this layer's weights."
     ffn = ours.feed_forward
-    theirs = nn.TransformerEncoderLayer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p,
-                                        batch_first=True, norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
+    theirs = nn.TransformerEncoderLayer(
+        ours.size,
+        ours.self_attn.h,
+        ffn.w_1.out_features,
+        ours.sublayer[0].dropout.p,
+        batch_first=True,
+        norm_first=ours.pre_norm,
+        bias=_our_bias(ours),
+    ).to(ffn.w_1.weight)
     theirs.self_attn = ours.self_attn.to_torch()
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     theirs.norm1, theirs.norm2 = (_torch_norm(s.norm) for s in ours.sublayer)
@@ -90,8 +99,15 @@ def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
 def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     "A `nn.TransformerDecoderLayer(batch_first=True)` with this layer's weights."
     ffn = ours.feed_forward
-    theirs = nn.TransformerDecoderLayer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p,
-                                        batch_first=True, norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
+    theirs = nn.TransformerDecoderLayer(
+        ours.size,
+        ours.self_attn.h,
+        ffn.w_1.out_features,
+        ours.sublayer[0].dropout.p,
+        batch_first=True,
+        norm_first=ours.pre_norm,
+        bias=_our_bias(ours),
+    ).to(ffn.w_1.weight)
     theirs.self_attn, theirs.multihead_attn = ours.self_attn.to_torch(), ours.src_attn.to_torch()
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     theirs.norm1, theirs.norm2, theirs.norm3 = (_torch_norm(s.norm) for s in ours.sublayer)
@@ -119,26 +135,33 @@ def _stack_norm(stack):
 
 
 def to_torch(encoder: Encoder, decoder: Decoder) -> nn.Transformer:
-    "An `nn.Transformer(batch_first=True)` with the weights of `encoder` and `decoder` (final norms only where ours have them)."
+    """An `nn.Transformer(batch_first=True)` with the weights of `encoder` and `decoder` (final norms only where ours
+    have them)."""
     enc_layers = [encoder_layer_to_torch(layer) for layer in encoder.layers]
     dec_layers = [decoder_layer_to_torch(layer) for layer in decoder.layers]
-    torch_encoder = nn.TransformerEncoder(enc_layers[0], len(enc_layers), norm=_stack_norm(encoder), enable_nested_tensor=False)
+    torch_encoder = nn.TransformerEncoder(
+        enc_layers[0], len(enc_layers), norm=_stack_norm(encoder), enable_nested_tensor=False
+    )
     torch_decoder = nn.TransformerDecoder(dec_layers[0], len(dec_layers), norm=_stack_norm(decoder))
     torch_encoder.layers, torch_decoder.layers = nn.ModuleList(enc_layers), nn.ModuleList(dec_layers)
     first = encoder.layers[0]
     transformer = nn.Transformer(first.size, first.self_attn.h, num_encoder_layers=1, num_decoder_layers=1,
                                  dim_feedforward=first.feed_forward.w_1.out_features, batch_first=True,
                                  bias=_our_bias(first)).to(torch_encoder.layers[0].linear1.weight)
-    transformer.encoder, transformer.decoder = torch_encoder, torch_decoder   # attached after construction: see the note above
+    # attached after construction: see the note above
+    transformer.encoder, transformer.decoder = torch_encoder, torch_decoder
     return transformer
 
 # %% ../nbs/08_interop.ipynb #1e136d75
 def torch_masks(src_mask, tgt_mask, nhead: int) -> dict:
-    "`nn.Transformer` mask arguments (boolean ignore-masks) equivalent to this project's keep-masks `(b, 1, len_src)` and `(b, len_tgt, len_tgt)`."
+    """`nn.Transformer` mask arguments (boolean ignore-masks) equivalent to this project's keep-masks `(b, 1, len_src)`
+    and `(b, len_tgt, len_tgt)`."""
     if src_mask.dim() != 3 or src_mask.size(1) != 1:
         raise ValueError(f"`src_mask` must be a (batch, 1, len_src) keep-mask, got {tuple(src_mask.shape)}")
-    src_pad = ~src_mask[:, 0]                                            # (b, 1, len_src) -> (b, len_src), True = padding
-    tgt = (~tgt_mask).expand(src_mask.size(0), -1, -1)                  # (1 or b, len_tgt, len_tgt) -> (b, len_tgt, len_tgt)
+    # (b, 1, len_src) -> (b, len_src), True = padding
+    src_pad = ~src_mask[:, 0]
+    # (1 or b, len_tgt, len_tgt) -> (b, len_tgt, len_tgt)
+    tgt = (~tgt_mask).expand(src_mask.size(0), -1, -1)
     return dict(src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
                 tgt_mask=tgt.repeat_interleave(nhead, dim=0))            # (b * nhead, len_tgt, len_tgt)
 
@@ -148,27 +171,43 @@ def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, t
     """A whole `EncoderDecoder` (built by `make_model`, so it saves and reloads like any other) from a PyTorch model:
     the stacks of `transformer`, the tables of `src_embedding`/`tgt_embedding`, and the output projection `generator`
     (default: tied to the target embedding, as in the paper). Sharing between the three tables is kept, and so is the
-    train/eval mode. The embeddings are used as this package uses them: scaled by √d_model, plus sinusoidal positions."""
+    train/eval mode. The embeddings are used as this package uses them: scaled by √d_model, plus sinusoidal
+    positions."""
     enc, dec = from_torch(transformer)
     if len(enc.layers) != len(dec.layers):
         raise ValueError(f"`transformer` has {len(enc.layers)} encoder and {len(dec.layers)} decoder layers; "
                          f"make_model builds N of each")
-    norms = [m for m in enc.modules() if isinstance(m, LayerNorm)] + [m for m in dec.modules() if isinstance(m, LayerNorm)]
+    norms = [m for m in enc.modules() if isinstance(m, LayerNorm)] + [
+        m for m in dec.modules() if isinstance(m, LayerNorm)
+    ]
     if any(n.eps != 1e-5 for n in norms) or isinstance(enc.norm, LayerNorm) != isinstance(dec.norm, LayerNorm):
         raise ValueError("`transformer` needs layer_norm_eps=1e-5 and a final norm on both stacks or on neither")
     d_model = transformer.d_model
     for name, emb in (("src_embedding", src_embedding), ("tgt_embedding", tgt_embedding)):
         if not isinstance(emb, nn.Embedding) or emb.embedding_dim != d_model:
             raise ValueError(f"`{name}` must be an nn.Embedding of width d_model={d_model}")
-    if generator is not None and (generator.in_features, generator.out_features) != (d_model, tgt_embedding.num_embeddings):
+    if generator is not None and (generator.in_features, generator.out_features) != (
+        d_model,
+        tgt_embedding.num_embeddings,
+    ):
         raise ValueError(f"`generator` must be an nn.Linear({d_model}, {tgt_embedding.num_embeddings})")
     layer = enc.layers[0]
-    model = make_model(src_embedding.num_embeddings, tgt_embedding.num_embeddings, N=len(enc.layers), d_model=d_model,
-                       d_ff=layer.feed_forward.w_1.out_features, h=layer.self_attn.h, dropout=layer.sublayer[0].dropout.p,
-                       pre_norm=layer.pre_norm, max_len=max_len, padding_idx=tgt_embedding.padding_idx,
-                       final_norm=isinstance(enc.norm, LayerNorm),
-                       tie_weights=generator is None or generator.weight is tgt_embedding.weight,
-                       share_embeddings=src_embedding.weight is tgt_embedding.weight, bias=_our_bias(layer))
+    model = make_model(
+        src_embedding.num_embeddings,
+        tgt_embedding.num_embeddings,
+        N=len(enc.layers),
+        d_model=d_model,
+        d_ff=layer.feed_forward.w_1.out_features,
+        h=layer.self_attn.h,
+        dropout=layer.sublayer[0].dropout.p,
+        pre_norm=layer.pre_norm,
+        max_len=max_len,
+        padding_idx=tgt_embedding.padding_idx,
+        final_norm=isinstance(enc.norm, LayerNorm),
+        tie_weights=generator is None or generator.weight is tgt_embedding.weight,
+        share_embeddings=src_embedding.weight is tgt_embedding.weight,
+        bias=_our_bias(layer),
+    )
     with torch.no_grad():
         model.encoder.load_state_dict(enc.state_dict())
         model.decoder.load_state_dict(dec.state_dict())

@@ -39,7 +39,8 @@ class LayerNorm(nn.Module):
 
 # %% ../nbs/03_layers.ipynb #ade5ea42
 class SublayerConnection(nn.Module):
-    "Residual connection around `sublayer` with dropout: post-norm `norm(x + drop(f(x)))` or pre-norm `x + drop(f(norm(x)))`."
+    """Residual connection around `sublayer` with dropout: post-norm `norm(x + drop(f(x)))` or pre-norm `x +
+    drop(f(norm(x)))`."""
     def __init__(self, size: int, dropout: float, pre_norm: bool = False, bias: bool = True):
         super().__init__()
         self.norm = LayerNorm(size, bias=bias)
@@ -88,10 +89,13 @@ class DecoderLayer(nn.Module):
         self.size, self.pre_norm = size, pre_norm
 
     def forward(self, x, memory, src_mask, tgt_mask, cache: dict | None = None):
-        "`x` `(b, len_tgt, d_model)`, `memory` `(b, len_src, d_model)`, `src_mask` `(b, 1, len_src)`, `tgt_mask` `(b, len_tgt, len_tgt)`."
-        cache = cache or {}                                                  # {"self": KVCache, "src": KVCache}: chapter 06
+        """`x` `(b, len_tgt, d_model)`, `memory` `(b, len_src, d_model)`, `src_mask` `(b, 1, len_src)`, `tgt_mask` `(b,
+        len_tgt, len_tgt)`."""
+        # {"self": KVCache, "src": KVCache}: chapter 06
+        cache = cache or {}
         x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache.get("self")))
-        x = self.sublayer[1](x, lambda x: self.src_attn(x, memory, memory, src_mask, cache.get("src")))  # queries: decoder; keys, values: encoder
+        # queries: decoder; keys, values: encoder
+        x = self.sublayer[1](x, lambda x: self.src_attn(x, memory, memory, src_mask, cache.get("src")))
         return self.sublayer[2](x, self.feed_forward)
 
 # %% ../nbs/03_layers.ipynb #3056d3cc

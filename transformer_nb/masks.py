@@ -68,10 +68,14 @@ def keep_to_additive(mask, dtype=torch.float32):
 def additive_to_keep(mask):
     "Additive float mask of 0.0 / -inf → boolean keep-mask. Other values have no boolean equivalent."
     if not isinstance(mask, torch.Tensor) or not mask.is_floating_point():
-        raise TypeError(f"`mask` must be a float tensor of 0.0 and -inf, got {getattr(mask, 'dtype', type(mask).__name__)}")
+        raise TypeError(
+            f"`mask` must be a float tensor of 0.0 and -inf, got {getattr(mask, 'dtype', type(mask).__name__)}"
+        )
     keep = mask == 0
     if not (keep | (mask == float("-inf"))).all():
-        raise ValueError("`mask` holds values other than 0.0 and -inf (an additive bias), which a boolean mask cannot express")
+        raise ValueError(
+            "`mask` holds values other than 0.0 and -inf (an additive bias), which a boolean mask cannot express"
+        )
     return keep
 
 

@@ -20,7 +20,9 @@ __all__ = ['EncoderDecoder', 'Generator', 'check_config', 'make_model', 'count_p
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
     "The encoder-decoder Transformer. Tokens are batch-first: `src` `(batch, len_src)`, `tgt` `(batch, len_tgt)`."
-    def __init__(self, encoder: Encoder, decoder: Decoder, src_embed: nn.Module, tgt_embed: nn.Module, generator: nn.Module):
+    def __init__(
+        self, encoder: Encoder, decoder: Decoder, src_embed: nn.Module, tgt_embed: nn.Module, generator: nn.Module
+    ):
         super().__init__()
         self.encoder, self.decoder = encoder, decoder
         self.src_embed, self.tgt_embed = src_embed, tgt_embed  # Embeddings followed by a positional encoding
@@ -34,7 +36,8 @@ class EncoderDecoder(nn.Module):
 
     def decode(self, memory, src_mask, tgt, tgt_mask, cache: list | None = None, start: int = 0):
         """`tgt` `(batch, len_tgt)` ids, `tgt_mask` `(batch, len_tgt, len_tgt)` → `(batch, len_tgt, d_model)`.
-        For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and `cache` the decoder's `KVCache` objects."""
+        For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and
+        `cache` the decoder's `KVCache` objects."""
         check_tokens(tgt, _vocab(self.tgt_embed), "tgt")
         check_mask(tgt_mask, (tgt.size(0), tgt.size(-1), tgt.size(-1)), "tgt_mask")
         return self.decoder(self.embed_tgt(tgt, start), memory, src_mask, tgt_mask, cache)
@@ -47,7 +50,8 @@ class EncoderDecoder(nn.Module):
         return position(embed(tgt), start=start)
 
     def forward(self, src, tgt, src_mask, tgt_mask):
-        "Encode `src`, decode `tgt` against it; returns decoder vectors `(batch, len_tgt, d_model)` (apply `generator` for log-probabilities)."
+        """Encode `src`, decode `tgt` against it; returns decoder vectors `(batch, len_tgt, d_model)` (apply `generator`
+        for log-probabilities)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.size(0) != tgt.size(0):
             raise ValueError(f"`src` and `tgt` must be (batch, len) token tensors with the same batch size, "
                              f"got shapes {tuple(src.shape)} and {tuple(tgt.shape)}")
@@ -112,7 +116,8 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     """Build an `EncoderDecoder` from hyper-parameters, Xavier-initialized; its `config` records the arguments.
     `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one).
     `bias=False`: attention, feed-forward and LayerNorm without additive biases (`nn.Transformer(bias=False)`).
-    `attn_dropout`, `ff_dropout`: dropout on attention weights and inside the feed-forward layer (default: `dropout`)."""
+    `attn_dropout`, `ff_dropout`: dropout on attention weights and inside the feed-forward layer (default:
+    `dropout`)."""
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                   pre_norm=pre_norm, learned_pos=learned_pos, max_len=max_len, padding_idx=padding_idx,
                   tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm,
@@ -155,7 +160,8 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
 
 # %% ../nbs/04_model.ipynb #056a345c
 def count_parameters(model: EncoderDecoder) -> dict:
-    "Number of parameters per part of `model` (a tensor shared between parts is counted once, in the first), and the total."
+    """Number of parameters per part of `model` (a tensor shared between parts is counted once, in the first), and the
+    total."""
     seen, counts = set(), {}
     for part in ("src_embed", "encoder", "tgt_embed", "decoder", "generator"):
         n = 0

@@ -31,7 +31,8 @@ __all__ = ['PRECISIONS', 'CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'Batch', 'rate', 
 
 # %% ../nbs/05_training.ipynb #9018830a
 class Batch:
-    "A batch of token ids with masks; `tgt` `(batch, len)` becomes decoder input `tgt` and labels `tgt_y`, each `(batch, len - 1)`."
+    """A batch of token ids with masks; `tgt` `(batch, len)` becomes decoder input `tgt` and labels `tgt_y`, each
+    `(batch, len - 1)`."""
     def __init__(self, src, tgt=None, pad: int = 0):
         if src.dim() != 2:
             raise ValueError(f"`src` must be a (batch, len) tensor of token ids, got shape {tuple(src.shape)}")
@@ -40,7 +41,9 @@ class Batch:
         self.src_mask = padding_mask(src, pad)                       # (batch, 1, len_src)
         if tgt is not None:
             if tgt.dim() != 2 or tgt.size(0) != src.size(0) or tgt.size(1) < 2:
-                raise ValueError(f"`tgt` must be (batch={src.size(0)}, len >= 2) token ids, got shape {tuple(tgt.shape)}")
+                raise ValueError(
+                    f"`tgt` must be (batch={src.size(0)}, len >= 2) token ids, got shape {tuple(tgt.shape)}"
+                )
             self.tgt = tgt[:, :-1]                                   # decoder input: drop the last token
             self.tgt_y = tgt[:, 1:]                                  # labels: drop the start symbol
             self.tgt_mask = make_std_mask(self.tgt, pad)             # (batch, len - 1, len - 1)
@@ -63,7 +66,8 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 
 # %% ../nbs/05_training.ipynb #99d02ad1
 class LabelSmoothing(nn.Module):
-    "KL divergence to a label-smoothed target: `1 - smoothing` on the label, `smoothing / (size - 2)` on every other non-pad token; pad labels are ignored."
+    """KL divergence to a label-smoothed target: `1 - smoothing` on the label, `smoothing / (size - 2)` on every other
+    non-pad token; pad labels are ignored."""
     def __init__(self, size: int, padding_idx: int, smoothing: float = 0.0):
         super().__init__()
         if size < 3 or not 0.0 <= smoothing < 1.0:
@@ -218,7 +222,9 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
             lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0
             record = dict(step=train_state.step, loss=loss / max(batch.ntokens, 1),
                           tokens_per_s=window_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}", refresh=False)
+            bar.set_postfix(
+                loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}", refresh=False
+            )
             bar.update()
             if train and i % log_every == 0:
                 train_state.history.append(record)
@@ -254,7 +260,8 @@ def _optimizer_step(optimizer, scheduler, train_state):
 # %% ../nbs/05_training.ipynb #174f6808
 def atomic_write(path, write):
     """Write a file all at once or not at all: `write(f)` fills a temporary file beside `path`, which is flushed to disk
-    and then renamed over `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never half."""
+    and then renamed over `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never
+    half."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -344,7 +351,11 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:                                                # empty, truncated, text, hostile pickle, ...
         raise CheckpointError(path, _load_error(e, path)) from None
-    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("config"), dict) or not isinstance(ckpt.get("model"), dict):
+    if (
+        not isinstance(ckpt, dict)
+        or not isinstance(ckpt.get("config"), dict)
+        or not isinstance(ckpt.get("model"), dict)
+    ):
         raise CheckpointError(path, "it holds no `config` and `model` entries")
     saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
@@ -365,8 +376,13 @@ def _load_error(e: Exception, path: Path) -> str:
     if head != b"PK\x03\x04" and head[:1] != b"\x80":                   # neither a zip archive nor a pickle
         return "not a file written by torch.save"
     text = str(e)
-    if "Weights only load failed" in text:                               # torch's advice to disable the check is omitted
-        detail = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0] if "WeightsUnpickler error:" in text else ""
+    # torch's advice to disable the check is omitted
+    if "Weights only load failed" in text:
+        detail = (
+            text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0]
+            if "WeightsUnpickler error:" in text
+            else ""
+        )
         return "it holds Python objects that the safe loader refuses to run" + (f": {detail}" if detail else "")
     first = text.strip().splitlines()[0][:80] if text.strip() else ""
     return f"a truncated or damaged file ({type(e).__name__}{': ' + first if first else ''})"
@@ -476,7 +492,8 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
       `stop(history)` returning True ends training early.
     - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
     - `world`: the processes training together (chapter 10's `World`); default one process, `SingleProcess()`.
-    - `precision`: "fp32", "bf16" or "auto" (see *Training in bfloat16*); weights, gradients and optimizer stay float32."""
+    - `precision`: "fp32", "bf16" or "auto" (see *Training in bfloat16*); weights, gradients and optimizer stay
+      float32."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
     world = world if world is not None else SingleProcess()
@@ -487,7 +504,9 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     if loss_compute is None:
         vocab, pad = model.config["tgt_vocab"], model.config["padding_idx"]
         if pad is None:
-            raise ValueError("the default loss ignores padding: build the model with `padding_idx`, or give `loss_compute`")
+            raise ValueError(
+                "the default loss ignores padding: build the model with `padding_idx`, or give `loss_compute`"
+            )
         loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(vocab, pad, smoothing))
     if optimizer is None:
         optimizer, scheduler = noam_optimizer(model)
@@ -508,7 +527,8 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
                                 train_state=state, progress=progress, precision=precision)
         scores = world.share(evaluate(model) if evaluate and world.is_main else {})  # evaluated once, known to all
         record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
-        record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start  # evaluation included
+        # evaluation included
+        record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
         history.append(record)
         if save is not None and world.is_main:
             save_checkpoint(save, model, optimizer, scheduler, state, {**extra, "history": history}, kind)

@@ -33,7 +33,9 @@ __all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'SPACE', 'default_cache_
            'bleu', 'bleu_signature', 'TranslationConfig', 'train_translation', 'save_translator', 'load_translator']
 
 # %% ../nbs/09_translation.ipynb #c1d4329d
-MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"
+MULTI30K_URL = (
+    "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"
+)
 MULTI30K_SHA256 = {
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -61,11 +63,14 @@ def _download(url: str, dest: Path):
 
 def multi30k_folder(root=None, cache_dir=None, url: str = MULTI30K_URL, download: bool = True) -> Path:
     """A folder holding the six Multi30k files, each verified against its SHA-256: `root` when given (nothing is
-    downloaded), else `cache_dir/multi30k` (default `default_cache_dir()`), downloading from `url` whatever is missing."""
+    downloaded), else `cache_dir/multi30k` (default `default_cache_dir()`), downloading from `url` whatever is
+    missing."""
     if root is not None:
         folder = Path(root)
         if not folder.is_dir():
-            raise FileNotFoundError(f"`root`: {folder} is not a folder (expected one holding {', '.join(MULTI30K_SHA256)})")
+            raise FileNotFoundError(
+                f"`root`: {folder} is not a folder (expected one holding {', '.join(MULTI30K_SHA256)})"
+            )
     else:
         folder = Path(cache_dir if cache_dir is not None else default_cache_dir()) / "multi30k"
         folder.mkdir(parents=True, exist_ok=True)
@@ -87,7 +92,9 @@ def load_multi30k(split: str, root=None, cache_dir=None, url: str = MULTI30K_URL
     if split not in SPLITS:
         raise ValueError(f"`split` must be one of {list(SPLITS)}, got {split!r}")
     folder = multi30k_folder(root, cache_dir, url)
-    read = lambda lang: gzip.decompress((folder / f"{SPLITS[split]}.{lang}.gz").read_bytes()).decode("utf-8").splitlines()
+    read = (
+        lambda lang: gzip.decompress((folder / f"{SPLITS[split]}.{lang}.gz").read_bytes()).decode("utf-8").splitlines()
+    )
     de, en = read("de"), read("en")
     if len(de) != len(en):
         raise ValueError(f"{split}: {len(de)} German lines but {len(en)} English lines")
@@ -99,8 +106,11 @@ SPACE = "\u2581"   # '▁' marks a word that follows a space, as in SentencePiec
 
 
 def pre_tokenize(text: str) -> list[str]:
-    "Split `text` into words and punctuation marks; a `▁` prefix records a space before the word (the start counts as one)."
-    return [(SPACE if m.start() == 0 or text[m.start() - 1].isspace() else "") + m.group() for m in _WORD.finditer(text)]
+    """Split `text` into words and punctuation marks; a `▁` prefix records a space before the word (the start counts as
+    one)."""
+    return [
+        (SPACE if m.start() == 0 or text[m.start() - 1].isspace() else "") + m.group() for m in _WORD.finditer(text)
+    ]
 
 
 def detokenize(pieces: list[str]) -> str:
@@ -179,7 +189,8 @@ class Tokenizer:
 
     @classmethod
     def train(cls, texts, vocab_size: int | None, min_frequency: int = 2) -> "Tokenizer":
-        "Learn a tokenizer of (at most) `vocab_size` entries from `texts`; `vocab_size=None`: characters only, no merges."
+        """Learn a tokenizer of (at most) `vocab_size` entries from `texts`; `vocab_size=None`: characters only, no
+        merges."""
         if isinstance(texts, str):
             raise TypeError("`texts` must be a list of strings, got a single string: wrap it in a list")
         alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
@@ -189,8 +200,10 @@ class Tokenizer:
             return cls(alphabet, [])
         n_merges = vocab_size - len(cls.specials) - len(alphabet)
         if n_merges < 0:
-            raise ValueError(f"`vocab_size` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
-                             f"the {len(alphabet)} characters of the texts), got {vocab_size}")
+            raise ValueError(
+                f"`vocab_size` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
+                f"the {len(alphabet)} characters of the texts), got {vocab_size}"
+            )
         alphabet, merges = learn_bpe(texts, n_merges, min_frequency)
         return cls(alphabet, merges)
 
@@ -240,7 +253,8 @@ class Tokenizer:
 
 # %% ../nbs/09_translation.ipynb #bfa8bddf
 def encode_pairs(pairs, tokenizer: Tokenizer, max_len: int | None = None) -> list[tuple[list[int], list[int]]]:
-    "Token ids of each `(source, target)` pair, between `<s>` and `</s>`; pairs longer than `max_len` tokens are dropped."
+    """Token ids of each `(source, target)` pair, between `<s>` and `</s>`; pairs longer than `max_len` tokens are
+    dropped."""
     out = []
     for src, tgt in pairs:
         s, t = tokenizer.encode(src, True, True), tokenizer.encode(tgt, True, True)
@@ -254,8 +268,11 @@ def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:
     return pad_sequence([torch.tensor(s, dtype=torch.long) for s in seqs], batch_first=True, padding_value=pad)
 
 
-def bucket_batches(examples, max_tokens: int, shuffle: bool = True, seed: int = 0, pad: int = Tokenizer.pad) -> list[Batch]:
-    """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when `shuffle`),
+def bucket_batches(
+    examples, max_tokens: int, shuffle: bool = True, seed: int = 0, pad: int = Tokenizer.pad
+) -> list[Batch]:
+    """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when
+    `shuffle`),
     cut so that `sentences * longest sequence <= max_tokens`, then (when `shuffle`) the batches shuffled."""
     if max_tokens < 1:
         raise ValueError(f"`max_tokens` must be positive, got {max_tokens}")
@@ -279,8 +296,10 @@ def bucket_batches(examples, max_tokens: int, shuffle: bool = True, seed: int = 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.6,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
-    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in order.
-    Sentences are decoded in batches of similar length, each output at most input length + 50 tokens. `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
+    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
+    order.
+    Sentences are decoded in batches of similar length, each output at most input length + 50 tokens. `precision`:
+    "fp32", "bf16" or "auto" (chapter 05)."""
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -289,8 +308,10 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     ids = [tokenizer.encode(s, True, True) for s in sentences]
     for n, x in enumerate(ids):
         if limit is not None and len(x) > limit:
-            raise ValueError(f"sentence {n + 1} is {len(x)} tokens long (with <s> and </s>), but this model reads at most "
-                             f"{limit} (its max_len): split it into shorter sentences")
+            raise ValueError(
+                f"sentence {n + 1} is {len(x)} tokens long (with <s> and </s>), but this model reads at most "
+                f"{limit} (its max_len): split it into shorter sentences"
+            )
     order = sorted(range(len(ids)), key=lambda n: len(ids[n]))          # similar lengths share a batch
     out = [""] * len(ids)
     for i in range(0, len(ids), batch_size):
@@ -317,7 +338,9 @@ def bleu(hypotheses: list[str], references: list[str], lowercase: bool = False, 
     if not hypotheses:
         raise ValueError("`hypotheses` is empty: BLEU needs at least one sentence")
     if len(hypotheses) != len(references):
-        raise ValueError(f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}")
+        raise ValueError(
+            f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}"
+        )
     if tokenized:
         split = lambda s: " ".join(w.lstrip(SPACE) for w in pre_tokenize(s))
         hypotheses, references = [split(h) for h in hypotheses], [split(r) for r in references]
@@ -325,7 +348,8 @@ def bleu(hypotheses: list[str], references: list[str], lowercase: bool = False, 
 
 
 def bleu_signature(lowercase: bool = False, tokenized: bool = False) -> str:
-    "sacreBLEU's signature of `bleu`'s settings, one reference per sentence: print it beside a score so others can compare."
+    """sacreBLEU's signature of `bleu`'s settings, one reference per sentence: print it beside a score so others can
+    compare."""
     metric = _bleu_metric(lowercase, tokenized)
     metric.corpus_score(["a"], [["a"]])                               # the signature records the number of references
     return metric.get_signature().format()
@@ -335,7 +359,9 @@ def _bleu_metric(lowercase: bool, tokenized: bool):
     try:
         import sacrebleu
     except ImportError as e:
-        raise ImportError("bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)") from e
+        raise ImportError(
+            "bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)"
+        ) from e
     return sacrebleu.BLEU(lowercase=lowercase, tokenize="none" if tokenized else "13a")
 
 
@@ -365,12 +391,22 @@ class TranslationConfig:
     length_penalty: float = 1.2   # GNMT's alpha, chosen on the validation set
 
 
-def train_translation(config: TranslationConfig, train_pairs, val_pairs, tokenizer: Tokenizer | None = None,
-                      progress: bool | None = None, on_epoch=None, bleu_sentences: int | None = None, save=None, resume=None,
-                      world=None):
+def train_translation(
+    config: TranslationConfig,
+    train_pairs,
+    val_pairs,
+    tokenizer: Tokenizer | None = None,
+    progress: bool | None = None,
+    on_epoch=None,
+    bleu_sentences: int | None = None,
+    save=None,
+    resume=None,
+    world=None,
+):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
-    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs` (default: all). `save`: a checkpoint (with the tokenizer)
+    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs` (default: all). `save`: a checkpoint (with the
+    tokenizer)
     written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs`, `config.device` and
     `config.precision` are taken from `config`); `world`: several processes (chapter 10)."""
     if resume is not None:
