@@ -82,6 +82,10 @@ def _adapt_cell(cell, page_names):
     directives = [l[3:].strip() for l in lines if l.startswith("#| ")]
     tags = sorted({TAGS[d] for d in directives if d in TAGS})
     cell.setdefault("metadata", {})["tags"] = tags
+    for d in directives:                                                # Quarto's label for a folded cell
+        if d.startswith("code-summary:"):
+            show = d.split(":", 1)[1].strip().strip("\"")
+            cell["metadata"]["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": re.sub(r"^Show", "Hide", show)}
     cell["source"] = "\n".join(l for l in lines if not l.startswith("#|")).strip("\n")
     for out in cell.get("outputs", []):
         data = out.get("data", {})
@@ -105,6 +109,31 @@ def _anchor_for_card(cell):
         raise ValueError(f"a show_doc cell without a heading: {src!r}")
     return {"cell_type": "markdown", "id": cell.get("id", "card"), "metadata": {},
             "source": f'<a id="{heading[1].strip().lower()}"></a>\n'}
+
+
+def _with_definition_anchors(cells):
+    """An anchor before each exported cell for every top-level name it defines that has no card anchor (private
+    helpers such as `_eval_mode`), so that nbdev's links to them land on their code."""
+    import ast
+    have = {re.search(r'id="([^"]+)"', _text(c["source"]))[1] for c in cells
+            if c["cell_type"] == "markdown" and _text(c["source"]).startswith("<a id=")}
+    out = []
+    for c in cells:
+        src = _text(c["source"])
+        if c["cell_type"] == "code" and re.search(r'^#\| (exports?\b|code-summary: "Exported source")', src, re.M):
+            try:
+                tree = ast.parse("\n".join(l for l in src.splitlines() if not l.startswith("%")))
+            except SyntaxError:
+                tree = None
+            names = [n.name for n in (tree.body if tree else [])
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            new = [n.lower() for n in names if n.lower() not in have]
+            have |= set(new)
+            if new:
+                out.append({"cell_type": "markdown", "id": f"def-{new[0]}", "metadata": {},
+                            "source": "".join(f'<a id="{n}"></a>' for n in new) + "\n"})
+        out.append(c)
+    return out
 
 
 def _toctrees(notebooks, page_names) -> str:
@@ -144,7 +173,9 @@ def prepare_sources(src: Path):
             shutil.copy(NBS / path.name, src / "notebooks" / path.name)
             head += (f"\n{{download}}`Download this chapter as a notebook <notebooks/{path.name}>` ({path.name}; it runs "
                      "with the package's `dev` extra: `pip install \"transformer_nb[dev]\"`)\n")
-        cells = [{"cell_type": "markdown", "id": "tnb-title", "metadata": {}, "source": head}] + [_anchor_for_card(c) or _adapt_cell(c, page_names) for c in cells]
+        cells = [_anchor_for_card(c) or c for c in cells]
+        cells = [{"cell_type": "markdown", "id": "tnb-title", "metadata": {}, "source": head}] + [
+            _adapt_cell(c, page_names) for c in _with_definition_anchors(cells)]
         page = page_names[path.name]
         if page == "index":
             cells.append({"cell_type": "markdown", "id": "tnb-toc", "metadata": {},

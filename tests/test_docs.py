@@ -186,7 +186,8 @@ DESKTOP_LAYOUT = """() => [...document.querySelectorAll('.bd-article pre')]
   .filter(p => p.scrollWidth > p.clientWidth + 1)
   .map(p => p.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 80))"""
 
-# at 390 px: nothing widens the page, and no equation, chart or image is cut off (wider ones scroll by themselves)
+# at 390 px: nothing widens the page, no equation, chart or image is cut off (wider ones scroll by themselves), and
+# chart labels stay legible
 PHONE_LAYOUT = """() => {
   const width = document.documentElement.clientWidth;
   const scrolls = (e) => { for (let p = e.parentElement; p; p = p.parentElement) {
@@ -195,7 +196,13 @@ PHONE_LAYOUT = """() => {
   const clipped = [...document.querySelectorAll('.bd-article mjx-container, .bd-article .tnb-chart svg, .bd-article img')]
     .filter(e => e.getBoundingClientRect().right > width + 1 && !scrolls(e))
     .map(e => e.tagName + ' ' + ((e.closest('.math') && e.querySelector('svg')?.getAttribute('aria-label')) || e.getAttribute('src') || '').slice(0, 50));
-  return {pageWidth: document.documentElement.scrollWidth, width: width, clipped: clipped};
+  // chart text drawn smaller than 8 px (a wide chart shrunk to the screen) cannot be read
+  const tiny = [...document.querySelectorAll('.bd-article .tnb-chart svg')].filter(svg => {
+    const scale = svg.getBoundingClientRect().width / (svg.width.baseVal.value || 1);
+    const sizes = [...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * scale);
+    return sizes.length && Math.min(...sizes) < 8;
+  }).length;
+  return {pageWidth: document.documentElement.scrollWidth, width: width, clipped: clipped, tinyCharts: tiny};
 }"""
 
 
@@ -253,6 +260,8 @@ def test_every_page_in_a_browser(browser, server, mode):
             bad.append(f"at {PHONE['width']} px the page is {phone['pageWidth']} px wide")
         if phone["clipped"]:
             bad.append(f"cut off at {PHONE['width']} px: {phone['clipped'][:3]}")
+        if phone["tinyCharts"]:
+            bad.append(f"{phone['tinyCharts']} charts with labels under 8 px at {PHONE['width']} px")
         summary.append(f"{page}: {info['charts']} charts, {info['math']} math")
         if bad:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,8 @@ from .distributed import world_from_env
 __all__ = ['build_parser', 'main']
 
 # %% ../nbs/20_cli.ipynb #eed3c74b
+#| code-fold: true
+#| code-summary: Show the code (argparse: the options, then what each command does)
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:

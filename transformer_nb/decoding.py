@@ -13,14 +13,38 @@ import torch
 from torch import nn
 
 from .embedding import PositionalEncoding, LearnedPositionalEncoding
-from .attention import KVCache
 from .masks import subsequent_mask
 from .training import autocast
 
 # %% auto #0
-__all__ = ['init_cache', 'next_log_probs', 'max_positions', 'greedy_decode', 'beam_search']
+__all__ = ['greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KVCache', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
+@torch.no_grad()
+def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
+                  pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
+    """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
+    `pad_symbol` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
+    max_len = _check_decode_args(model, src, src_mask, max_len)
+    fill = pad_symbol if pad_symbol is not None else end_symbol
+    if src.size(0) == 0:                                               # an empty batch: nothing to decode
+        return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
+    with _eval_mode(model), autocast(precision, src.device):
+        memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), computed once
+        ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
+        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+        cache = init_cache(model) if use_cache else None
+        for _ in range(max_len - 1):
+            next_tok = next_log_probs(model, memory, src_mask, ys, cache).argmax(-1)  # (batch,)
+            if end_symbol is not None:
+                next_tok = torch.where(finished, fill, next_tok)
+                finished |= next_tok == end_symbol
+            ys = torch.cat([ys, next_tok.unsqueeze(1)], dim=1)          # (batch, t) -> (batch, t + 1)
+            if end_symbol is not None and finished.all():
+                break
+    return ys
+
+# %% ../nbs/06_decoding.ipynb #3d5d5a38
 @contextlib.contextmanager
 def _eval_mode(model: nn.Module):
     "Run `model` in eval mode inside the block, then restore its training flag."
@@ -75,29 +99,26 @@ def _check_decode_args(model, src, src_mask, max_len) -> int:
     return max_len
 
 
-@torch.no_grad()
-def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
-                  pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
-    """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
-    `pad_symbol` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
-    max_len = _check_decode_args(model, src, src_mask, max_len)
-    fill = pad_symbol if pad_symbol is not None else end_symbol
-    if src.size(0) == 0:                                               # an empty batch: nothing to decode
-        return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
-    with _eval_mode(model), autocast(precision, src.device):
-        memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), computed once
-        ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        cache = init_cache(model) if use_cache else None
-        for _ in range(max_len - 1):
-            next_tok = next_log_probs(model, memory, src_mask, ys, cache).argmax(-1)  # (batch,)
-            if end_symbol is not None:
-                next_tok = torch.where(finished, fill, next_tok)
-                finished |= next_tok == end_symbol
-            ys = torch.cat([ys, next_tok.unsqueeze(1)], dim=1)          # (batch, t) -> (batch, t + 1)
-            if end_symbol is not None and finished.all():
-                break
-    return ys
+# %% ../nbs/06_decoding.ipynb #cce68e7d
+class KVCache:
+    """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps: `static` ones (cross-attention) are
+    computed once, others grow by one position per step."""
+    def __init__(self, static: bool = False):
+        self.static, self.k, self.v = static, None, None
+
+    def update(self, k, v):
+        "Store (static) or append (self-attention) the new keys and values; return all of them."
+        if not self.static and self.k is not None:
+            # (b, h, t, d_k) + (b, h, 1, d_k) -> (b, h, t+1, d_k)
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def reorder(self, index):
+        "Keep the rows `index` of the batch (beam search reorders its hypotheses every step)."
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
 
 # %% ../nbs/06_decoding.ipynb #3ae7658b
 def _length_penalty(length, alpha: float):

@@ -11,21 +11,8 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['check_tokens', 'Embeddings', 'sinusoidal_encoding', 'check_activations', 'PositionalEncoding',
+__all__ = ['Embeddings', 'check_tokens', 'sinusoidal_encoding', 'check_activations', 'PositionalEncoding',
            'LearnedPositionalEncoding']
-
-# %% ../nbs/00_embedding.ipynb #84d403ab
-def check_tokens(x, vocab: int, name: str = "x"):
-    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)`."
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
-    if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
-        raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
-    if x.numel():
-        lo, hi = (int(v) for v in torch.aminmax(x))
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"`{name}` holds token ids in [{lo}, {hi}], but the vocabulary has {vocab} "
-                             f"tokens (valid ids are 0..{vocab - 1})")
 
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
@@ -40,6 +27,19 @@ class Embeddings(nn.Module):
     def forward(self, x):
         check_tokens(x, self.vocab)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, len) -> (batch, len, d_model)
+
+# %% ../nbs/00_embedding.ipynb #84d403ab
+def check_tokens(x, vocab: int, name: str = "x"):
+    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)`."
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
+    if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
+        raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
+    if x.numel():
+        lo, hi = (int(v) for v in torch.aminmax(x))
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"`{name}` holds token ids in [{lo}, {hi}], but the vocabulary has {vocab} "
+                             f"tokens (valid ids are 0..{vocab - 1})")
 
 # %% ../nbs/00_embedding.ipynb #8a00dceb
 def sinusoidal_encoding(max_len: int, d_model: int, dtype=torch.float32):

@@ -9,13 +9,48 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadedAttention
+from .attention import MultiHeadedAttention, _stacked
 from .layers import LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder
 from .model import EncoderDecoder, make_model
 
 # %% auto #0
 __all__ = ['encoder_layer_from_torch', 'decoder_layer_from_torch', 'encoder_layer_to_torch', 'decoder_layer_to_torch',
            'from_torch', 'to_torch', 'torch_masks', 'model_from_torch']
+
+# %% ../nbs/08_interop.ipynb #7a29579b
+@torch.no_grad()
+def _mha_from_torch(cls, mha: nn.MultiheadAttention):
+    "A `MultiHeadedAttention` with the weights of `mha` (equal q/k/v sizes; with or without biases)."
+    if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
+        raise ValueError("`mha` must use one in_proj_weight (kdim = vdim = embed_dim), "
+                         "without add_bias_kv or add_zero_attn (the paper has neither)")
+    bias = mha.in_proj_bias is not None
+    ours = cls(mha.num_heads, mha.embed_dim, mha.dropout, bias=bias).to(mha.in_proj_weight)
+    for lin, w in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3)):
+        lin.weight.copy_(w)                                           # each chunk is (d_model, d_model)
+    if bias:
+        for lin, b in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_bias.chunk(3)):
+            lin.bias.copy_(b)
+    ours.w_o.load_state_dict(mha.out_proj.state_dict())
+    return ours
+
+
+@torch.no_grad()
+def _mha_to_torch(self) -> nn.MultiheadAttention:
+    "An `nn.MultiheadAttention(batch_first=True)` with this module's weights."
+    bias = self.w_q.bias is not None
+    mha = nn.MultiheadAttention(self.d_model, self.h, dropout=self.dropout.p, bias=bias,
+                                batch_first=True).to(self.w_q.weight)
+    w, b = _stacked(self.w_q, self.w_k, self.w_v)
+    mha.in_proj_weight.copy_(w)                                       # (3*d_model, d_model)
+    if bias:
+        mha.in_proj_bias.copy_(b)
+    mha.out_proj.load_state_dict(self.w_o.state_dict())
+    return mha
+
+
+MultiHeadedAttention.from_torch = classmethod(_mha_from_torch)
+MultiHeadedAttention.to_torch = _mha_to_torch
 
 # %% ../nbs/08_interop.ipynb #c43f53ad
 def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm):
