@@ -25,7 +25,7 @@ from .model import make_model, check_config
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'Batch', 'rate', 'LabelSmoothing', 'SimpleLossCompute',
-           'bf16_is_fast', 'resolve_precision', 'autocast', 'TrainState', 'run_epoch', 'show_progress', 'atomic_write',
+           'bf16_is_fast', 'resolve_precision', 'autocast', 'run_epoch', 'TrainState', 'show_progress', 'atomic_write',
            'check_save_path', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint',
            'load_checkpoint', 'noam_optimizer', 'SingleProcess', 'train', 'average_checkpoints']
 
@@ -170,18 +170,8 @@ def autocast(precision: str, device="cpu"):
     return contextlib.nullcontext()
 
 # %% ../nbs/05_training.ipynb #947263cd
-@dataclass
-class TrainState:
-    "Running totals across epochs, and a log of `{step, loss, tokens_per_s, lr}` records."
-    step: int = 0          # batches trained on
-    accum_step: int = 0    # optimizer steps taken
-    samples: int = 0       # sentences seen
-    tokens: int = 0        # label tokens seen
-    history: list = field(default_factory=list)
-
-
 def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mode: str = "train",
-              accum_iter: int = 1, train_state: TrainState | None = None, log_every: int = 40,
+              accum_iter: int = 1, train_state=None, log_every: int = 40,
               progress: bool | None = None, total: int | None = None, precision: str = "fp32"):
     """One pass over `data_iter` (of `Batch` objects); returns `(loss per token, train_state)`.
     `precision`: "fp32", or "bf16" for bfloat16 autocast ("auto": bf16 where it is fast; see *Training in bfloat16*)."""
@@ -235,6 +225,19 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     return total_loss / max(total_tokens, 1), train_state
 
 
+# %% ../nbs/05_training.ipynb #979fd6b2
+#| code-fold: true
+#| code-summary: Show the code (train state, progress bar, optimizer step)
+@dataclass
+class TrainState:
+    "Running totals across epochs, and a log of `{step, loss, tokens_per_s, lr}` records."
+    step: int = 0          # batches trained on
+    accum_step: int = 0    # optimizer steps taken
+    samples: int = 0       # sentences seen
+    tokens: int = 0        # label tokens seen
+    history: list = field(default_factory=list)
+
+
 def show_progress(progress: bool | None = None) -> bool:
     "`progress` if given; by default, draw bars in Jupyter and on a terminal, never into a log file."
     if progress is not None:
@@ -258,6 +261,8 @@ def _optimizer_step(optimizer, scheduler, train_state):
         scheduler.step()                                                  # once per optimizer step
 
 # %% ../nbs/05_training.ipynb #174f6808
+#| code-fold: true
+#| code-summary: Show the code (writing a checkpoint atomically)
 def atomic_write(path, write):
     """Write a file all at once or not at all: `write(f)` fills a temporary file beside `path`, which is flushed to disk
     and then renamed over `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never
@@ -330,6 +335,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: Tr
 CHECKPOINT_FORMAT = "transformer-nb checkpoint 1"
 
 # %% ../nbs/05_training.ipynb #7bf0217d
+#| code-fold: true
+#| code-summary: Show the code (reading a checkpoint, one-line errors)
 class CheckpointError(ValueError):
     "A file that is not a usable transformer-nb checkpoint; the message is one line that says why."
     def __init__(self, path, reason: str, ours: bool = False):
