@@ -165,6 +165,9 @@ CHECK_PAGE = """async () => {
   const wait = (ms) => new Promise(r => setTimeout(r, ms));
   for (let i = 0; i < 100 && window.MathJax && !(MathJax.startup && MathJax.startup.promise); i++) await wait(50);
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  // sphinx-copybutton adds its buttons on DOMContentLoaded; on a loaded machine that can come after network idle
+  const want = document.querySelectorAll('div.cell_input pre').length;
+  for (let i = 0; i < 200 && document.querySelectorAll('div.cell_input .copybtn').length < want; i++) await wait(50);
   const charts = [...document.querySelectorAll('.tnb-chart')];
   const math = [...document.querySelectorAll('.math')];
   return {
