@@ -18,7 +18,9 @@ from torch.optim.lr_scheduler import LambdaLR
 
 from transformer_nb.copy_task import CopyConfig, train_copy, held_out_set, copy_batches, copy_accuracy, PAD
 from transformer_nb.model import make_model
-from transformer_nb.training import rate, LabelSmoothing, SimpleLossCompute, TrainState, run_epoch
+from transformer_nb.epoch import TrainState, run_epoch
+from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
+from transformer_nb.schedule import rate
 
 
 def reference_recipe(steps: int, held, seed: int = 0):

@@ -1,5 +1,5 @@
 """Data parallelism on this CPU: 2 processes x 1 thread (torchrun, gloo) against 1 process x 2 threads, training on
-the same batches with chapter 05's `train`. Runs alternate; the script prints each run's training speed (label tokens
+the same batches with appendix 12's `train`. Runs alternate; the script prints each run's training speed (label tokens
 per second, the first epoch left out as warm-up) and the median ratio.
 
     python bench/distributed.py                      # the copy task, then a translation-sized model
@@ -18,7 +18,7 @@ import torch
 from transformer_nb.copy_task import CopyConfig, epoch_batches
 from transformer_nb.distributed import world_from_env
 from transformer_nb.model import make_model
-from transformer_nb.training import train
+from transformer_nb.fit import train
 from train_step import batches                               # bench/ is on sys.path: run as python bench/NAME.py
 
 TASKS = {  # name: (model arguments, description)

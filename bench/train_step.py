@@ -16,7 +16,9 @@ from torch import nn
 
 from transformer_nb.masks import subsequent_mask, keep_to_ignore
 from transformer_nb.model import make_model
-from transformer_nb.training import Batch, LabelSmoothing, SimpleLossCompute, autocast
+from transformer_nb.batch import Batch
+from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
+from transformer_nb.precision import autocast
 
 
 class TorchTransformerModel(nn.Module):

@@ -37,8 +37,24 @@ DOC_HOST = "https://transformer-nb.github.io/transformer_nb/"
 GIT_URL = "https://github.com/transformer-nb/transformer_nb"
 TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "include: false": "remove-cell",
         "code-fold: true": "hide-input"}
-APPENDICES = ["08_interop.ipynb", "20_cli.ipynb"]   # chapters a reader may skip: listed apart in the sidebar
-API_MODULES = ["embedding", "masks", "attention", "layers", "model", "training", "decoding", "copy_task", "interop", "translation", "cli"]
+APPENDICES = ["08_interop.ipynb", "12_fit.ipynb", "13_precision.ipynb", "20_cli.ipynb"]   # listed apart in the sidebar
+
+
+def api_modules() -> list:
+    """The package's modules in reading order, read from the notebooks (the one list of them): each notebook's modules in
+    the order their first shown code (`#| exports [NAME]`) appears, a module that shows none at the end of its notebook."""
+    mods = []
+    for nb in sorted(NBS.glob("[0-9]*.ipynb")):
+        default, found = None, []
+        for cell in json.loads(nb.read_text(encoding="utf-8"))["cells"]:
+            src = _text(cell["source"])
+            default = default or next(iter(re.findall(r"^#\| default_exp (\w+)", src, re.M)), None)
+            for name in re.findall(r"^#\| exports?(?: (\w+))?[ \t]*$", src, re.M) if "#| exports" in src else []:
+                found.append(name or default)
+        for name in [*found, default]:
+            if name and name not in mods:
+                mods.append(name)
+    return mods
 
 
 def notebook_hashes() -> dict:
@@ -188,7 +204,7 @@ def prepare_sources(src: Path):
                           "language_info": {"name": "python"}}
         (src / f"{page}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
     api = ["# API reference", "", "Every public name of the package, from its docstrings. The chapters explain them.", ""]
-    for mod in API_MODULES:
+    for mod in api_modules():
         api += [f"## `transformer_nb.{mod}`", "", "```{eval-rst}", f".. automodule:: transformer_nb.{mod}",
                 "   :members:", "   :no-index:" if False else "", "```", ""]
     (src / "api.md").write_text("\n".join(api), encoding="utf-8")

@@ -8,7 +8,8 @@ import torch
 from transformer_nb.copy_task import CopyConfig, epoch_batches
 from transformer_nb.distributed import world_from_env
 from transformer_nb.model import make_model
-from transformer_nb.training import noam_optimizer, train
+from transformer_nb.fit import train
+from transformer_nb.schedule import noam_optimizer
 
 SCENARIOS = {"plain": dict(epochs=2, accum_iter=1), "accumulate": dict(epochs=2, accum_iter=2),
              "first_epoch": dict(epochs=1, accum_iter=1)}

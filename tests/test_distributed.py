@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_worker  # noqa: E402
 from transformer_nb.copy_task import epoch_batches  # noqa: E402
-from transformer_nb.training import model_from_checkpoint, read_checkpoint  # noqa: E402
+from transformer_nb.checkpoint import model_from_checkpoint, read_checkpoint  # noqa: E402
 
 HERE = Path(__file__).parent
 

@@ -23,8 +23,7 @@ DOCS = ROOT / "docs"
 ARTIFACTS = ROOT / "test-artifacts" / "docs"
 CHROMIUM = "/usr/bin/chromium"
 PAGES = sorted(p.name for p in DOCS.glob("*.html"))
-CHAPTERS = ["embedding.html", "masks.html", "attention.html", "layers.html", "model.html", "training.html",
-            "decoding.html", "copy_task.html", "interop.html", "translation.html", "cli.html"]
+CHAPTERS = [re.sub(r"^\d+_", "", p.stem) + ".html" for p in sorted((ROOT / "nbs").glob("[0-9]*.ipynb"))]
 FIRST_LOAD_BUDGET = 2.5 * 2**20     # bytes a chapter may fetch when it is first opened (page, scripts, styles, images)
 DESKTOP, PHONE = {"width": 1300, "height": 900}, {"width": 390, "height": 844}
 

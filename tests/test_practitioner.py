@@ -13,8 +13,10 @@ import torch
 
 import transformer_nb
 from transformer_nb.model import make_model
-from transformer_nb.training import (Batch, LabelSmoothing, SimpleLossCompute, run_epoch, save_checkpoint,
-                                     model_from_checkpoint, read_checkpoint)
+from transformer_nb.batch import Batch
+from transformer_nb.checkpoint import save_checkpoint, model_from_checkpoint, read_checkpoint
+from transformer_nb.epoch import run_epoch
+from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -59,7 +61,7 @@ def test_ctrl_c_keeps_the_last_finished_epoch_and_resumes(tmp_path):
 KILLED_DURING_SAVE = """
 import io, sys, time, torch
 from transformer_nb.model import make_model
-from transformer_nb.training import save_checkpoint
+from transformer_nb.checkpoint import save_checkpoint
 real_save = torch.save
 def half_then_hang(obj, f, *args, **kwargs):          # write half of the new checkpoint, then hang
     buf = io.BytesIO()
@@ -156,15 +158,19 @@ def test_threads_option(tmp_path):
         torch.set_num_threads(before)
 
 
-def test_precision_auto_leaves_the_random_stream_alone():
-    "Deciding `precision='auto'` (a timed matrix product) must not consume the global RNG: runs stay reproducible."
-    from transformer_nb import training
+def test_precision_auto_is_decided_by_the_hardware():
+    """`precision='auto'` follows the instructions PyTorch reports (AVX512-BF16 or AMX on a CPU), never a timing: the
+    same answer every time, and the global random stream untouched."""
+    from transformer_nb.precision import bf16_is_fast, resolve_precision
+    has = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    training._FAST_BF16.clear()                                      # force the measurement
-    training.bf16_is_fast("cpu")
+    answers = {bf16_is_fast("cpu") for _ in range(5)}
     assert torch.equal(torch.rand(3), expected)
+    assert answers == {has}
+    assert resolve_precision("auto", "cpu") == ("bf16" if has else "fp32")
+    assert bf16_is_fast("meta") is False
 
 
 class _Echo(torch.nn.Module):

@@ -34,10 +34,10 @@ def test_exported_package_matches_notebooks(tmp_path):
     for name in ("nbs", "transformer_nb"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     shutil.copy(ROOT / "settings.ini", tmp_path)
-    subprocess.run(["nbdev_export"], cwd=tmp_path, check=True, capture_output=True)
+    subprocess.run([sys.executable, "nbs/export.py"], cwd=tmp_path, check=True, capture_output=True)
     for py in sorted((ROOT / "transformer_nb").glob("*.py")):
         assert (tmp_path / "transformer_nb" / py.name).read_text() == py.read_text(), \
-            f"transformer_nb/{py.name} differs from what nbdev_export writes: run nbdev_export and commit"
+            f"transformer_nb/{py.name} differs from what the notebooks export: run `python nbs/export.py` and commit"
 
 
 def test_core_modules_import_without_viz_extra():
@@ -89,3 +89,51 @@ def test_shown_code_fits_the_text_column():
             too_long += [f"{path.name} cell {i}: {len(l)} characters: {l[:60]}" for l in src.splitlines() if len(l) > 120]
     assert not too_long, "\n".join(too_long)
     assert not control, control
+
+
+# The package's layers, lowest first (DESIGN.md): a module imports only from its own layer or the ones above it.
+LAYERS = [
+    ("the model", ["embedding", "masks", "attention", "layers", "model"]),
+    ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
+    ("inference", ["decoding"]),
+    ("files and checkpoints", ["files", "checkpoint"]),
+    ("the fit loop", ["fit"]),
+    ("conversion", ["interop"]),
+    ("tasks", ["copy_task", "translation", "text"]),
+    ("processes", ["distributed"]),
+    ("the command line", ["cli"]),
+]
+
+
+def _imports(module: str) -> set:
+    "The package modules `module` imports (at the top or inside functions)."
+    src = (ROOT / "transformer_nb" / f"{module}.py").read_text(encoding="utf-8")
+    return set(re.findall(r"^\s*from \.(\w+) import", src, re.M))
+
+
+def test_imports_run_one_way():
+    layer = {m: i for i, (_, mods) in enumerate(LAYERS) for m in mods}
+    modules = {p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_")}
+    assert set(layer) == modules, f"modules missing from LAYERS or gone: {sorted(set(layer) ^ modules)}"
+    upward = [f"{m} ({LAYERS[layer[m]][0]}) imports {d} ({LAYERS[layer[d]][0]})"
+              for m in sorted(modules) for d in sorted(_imports(m)) if layer[d] > layer[m]]
+    assert not upward, upward
+
+
+def test_inference_never_imports_training():
+    "Decoding a trained model pulls in no training loop, optimizer schedule or checkpoint code."
+    seen, todo = set(), ["decoding"]
+    while todo:
+        m = todo.pop()
+        seen.add(m)
+        todo += [d for d in _imports(m) if d not in seen]
+    assert not seen & {"epoch", "fit", "schedule", "loss", "checkpoint", "files"}, sorted(seen)
+
+
+def test_every_module_is_written_by_one_notebook():
+    code = "import sys; sys.path.insert(0, 'nbs'); from export import modules_by_notebook; print(modules_by_notebook())"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    by_notebook = eval(out)
+    written = [m for ms in by_notebook.values() for m in ms]
+    assert len(written) == len(set(written)), by_notebook
+    assert set(written) == {p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_")}

@@ -55,7 +55,7 @@ def attention(query, key, value, mask=None, dropout=None):
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
     "`attention`'s output through PyTorch's fused kernel (no weights); fully masked rows give zeros, as in `attention`."
-    if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 autocast (chapter 05) on a CPU:
+    if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 autocast (appendix 13) on a CPU:
         with torch.autocast("cpu", enabled=False):                     # this kernel's bfloat16 backward is far
             out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p)   # slower than float32
         return out.to(query.dtype)

@@ -15,7 +15,8 @@ import torch
 
 from .masks import padding_mask
 from .model import make_model, parameter_table
-from .training import model_from_checkpoint, read_checkpoint, check_save_path, CheckpointError
+from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
+from .files import check_save_path
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .decoding import greedy_decode
 from .translation import (TranslationConfig, train_translation, translate, bleu, load_multi30k,

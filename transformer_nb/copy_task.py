@@ -10,7 +10,10 @@ from dataclasses import dataclass, asdict
 import torch
 
 from .model import make_model
-from .training import Batch, noam_optimizer, train, read_checkpoint, model_from_checkpoint
+from .batch import Batch
+from .checkpoint import read_checkpoint, model_from_checkpoint
+from .fit import train
+from .schedule import noam_optimizer
 from .decoding import greedy_decode
 
 # %% auto #0
@@ -98,7 +101,7 @@ class CopyConfig:
     target_accuracy: float = 1.0
     seed: int = 0
     device: str = "cpu"
-    precision: str = "fp32"       # or "bf16", "auto" (chapter 05)
+    precision: str = "fp32"       # or "bf16", "auto" (appendix 13)
 
 
 def epoch_batches(config: CopyConfig, epoch: int) -> list:

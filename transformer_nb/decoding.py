@@ -14,7 +14,7 @@ from torch import nn
 
 from .embedding import PositionalEncoding, LearnedPositionalEncoding
 from .masks import subsequent_mask
-from .training import autocast
+from .precision import autocast
 
 # %% auto #0
 __all__ = ['greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KVCache', 'beam_search']
@@ -24,7 +24,7 @@ __all__ = ['greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KV
 def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
                   pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
     """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
-    `pad_symbol` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (chapter 05)."""
+    `pad_symbol` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
     fill = pad_symbol if pad_symbol is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode

@@ -13,7 +13,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .training import Batch, SingleProcess
+from .batch import Batch
+from .fit import SingleProcess
 
 # %% auto #0
 __all__ = ['shard_batch', 'GlobalLoss', 'World', 'world_from_env']

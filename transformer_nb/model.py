@@ -71,7 +71,7 @@ class Generator(nn.Module):
 
     def forward(self, x):
         logits = self.proj(x)                                          # (batch, len, vocab)
-        low = logits.dtype in (torch.bfloat16, torch.float16)          # under autocast (chapter 05)
+        low = logits.dtype in (torch.bfloat16, torch.float16)          # under autocast (appendix 13)
         return logits.log_softmax(dim=-1, dtype=torch.float32 if low else None)   # log-probabilities in float32
 
 # %% ../nbs/04_model.ipynb #16acba25

@@ -5,7 +5,8 @@
 # %% ../nbs/11_own_task.ipynb #b705c3cb
 from __future__ import annotations
 
-from .training import train, noam_optimizer
+from .fit import train
+from .schedule import noam_optimizer
 from .translation import (Tokenizer, encode_pairs,
     bucket_batches, translate, save_translator, load_translator)
 

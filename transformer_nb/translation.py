@@ -22,9 +22,13 @@ from torch.nn.utils.rnn import pad_sequence
 
 from .masks import padding_mask
 from .model import make_model
-from .training import (Batch, LabelSmoothing, SimpleLossCompute, run_epoch, train, noam_optimizer,
-                                     atomic_write, save_checkpoint, read_checkpoint, model_from_checkpoint,
-                                     CheckpointError)
+from .batch import Batch
+from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
+from .epoch import run_epoch
+from .files import atomic_write
+from .fit import train
+from .loss import LabelSmoothing, SimpleLossCompute
+from .schedule import noam_optimizer
 from .decoding import greedy_decode, beam_search, max_positions
 
 # %% auto #0
@@ -299,7 +303,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
     order.
     Sentences are decoded in batches of similar length, each output at most input length + 50 tokens. `precision`:
-    "fp32", "bf16" or "auto" (chapter 05)."""
+    "fp32", "bf16" or "auto" (appendix 13)."""
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -386,7 +390,7 @@ class TranslationConfig:
     warmup: int = 400
     seed: int = 0
     device: str = "cpu"
-    precision: str = "auto"       # bf16 where the device multiplies it fast, else fp32 (chapter 05)
+    precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
     beam_size: int = 5            # decoding: beam search (1: greedy)
     length_penalty: float = 1.2   # GNMT's alpha, chosen on the validation set
 
