@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,9 +89,12 @@ class TrainState:
 
 
 def show_progress(progress: bool | None = None) -> bool:
-    "`progress` if given; by default, draw bars in Jupyter and on a terminal, never into a log file."
+    """`progress` if given; by default, draw bars in Jupyter and on a terminal, never into a log file, and never when
+    tqdm's own switch `TQDM_DISABLE` is set in the environment."""
     if progress is not None:
         return bool(progress)
+    if os.environ.get("TQDM_DISABLE", "").lower() not in ("", "0", "false"):
+        return False
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
 
