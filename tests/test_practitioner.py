@@ -1,6 +1,7 @@
 """The practitioner path never loses work: Ctrl-C during training, a kill during a save, progress bars that stay out of
 log files, and the package's main names. (The notebooks test the rest: chapter 05 bad checkpoints and exact resume,
 chapter 20 the command line's refusals.)"""
+import errno
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import transformer_nb
 from transformer_nb.model import make_model
 from transformer_nb.batch import Batch
 from transformer_nb.checkpoint import save_checkpoint, model_from_checkpoint, read_checkpoint
+from transformer_nb.files import atomic_write
 from transformer_nb.epoch import run_epoch
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
 
@@ -93,12 +95,25 @@ def test_a_kill_during_a_save_keeps_the_previous_checkpoint(tmp_path, sig):
     assert len(leftovers) == (1 if sig == signal.SIGKILL else 0)       # SIGKILL allows no clean-up; Ctrl-C does
 
 
-def test_plain_torch_save_would_have_lost_it(tmp_path):
-    "The failure the atomic write prevents: a half-written file in place of the old one does not load."
+@pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()])
+def test_an_interrupted_atomic_write_keeps_the_old_file(tmp_path, failure):
+    """`atomic_write` stopped half-way (a full disk, Ctrl-C) leaves the old file whole and no temporary file behind;
+    the same interruption of a plain write leaves a half-written checkpoint that no longer loads."""
     path = tmp_path / "model.pt"
     save_checkpoint(path, make_model(10, 10, N=1, d_model=32, d_ff=64, h=4))
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
+    old = path.read_bytes()
+
+    def half_then_fail(f):
+        f.write(old[: len(old) // 2])
+        raise failure
+
+    with pytest.raises(type(failure)):
+        atomic_write(path, half_then_fail)
+    assert path.read_bytes() == old and [p.name for p in tmp_path.iterdir()] == ["model.pt"]
+    model_from_checkpoint(path)                                        # still loads
+    with pytest.raises(type(failure)):
+        with open(path, "wb") as f:                                    # what a plain torch.save(path) would do
+            half_then_fail(f)
     with pytest.raises(ValueError, match="not a transformer-nb checkpoint"):
         model_from_checkpoint(path)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import inspect
 import os
 
 import torch
@@ -79,7 +80,7 @@ class World(SingleProcess):
     def wrap(self, model):
         "A DDP replica of `model` (on this process's device); rank 0's weights are copied to every process."
         ids = [self.device.index] if self.device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids, forward_sync_buffers=False)  # buffers: constant tables
+        return DistributedDataParallel(model, device_ids=ids, **{_NO_BUFFER_SYNC: False})  # buffers: constant tables
 
     def loss(self, loss_compute):
         return GlobalLoss(loss_compute, self)
@@ -111,6 +112,10 @@ class World(SingleProcess):
         "Leave the group (training is over; what the main process still does afterwards is its own work)."
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+_NO_BUFFER_SYNC = next(name for name in ("forward_sync_buffers", "broadcast_buffers")
+                       if name in inspect.signature(DistributedDataParallel).parameters)
 
 
 def _fingerprint(batches) -> float:

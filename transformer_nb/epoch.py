@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import time
@@ -23,7 +24,8 @@ __all__ = ['run_epoch', 'TrainState', 'show_progress']
 def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mode: str = "train",
               accum_iter: int = 1, train_state=None, log_every: int = 40,
               progress: bool | None = None, total: int | None = None, precision: str = "fp32"):
-    """One pass over `data_iter` (of `Batch` objects); returns `(loss per token, train_state)`.
+    """One pass over `data_iter` (of `Batch` objects); returns `(loss per token, train_state)`. In train mode, one
+    optimizer step per `accum_iter` batches, on the gradient of their summed loss over their label tokens.
     `precision`: "fp32", or "bf16" for bfloat16 autocast ("auto": bf16 where the hardware has it; appendix 13)."""
     if mode not in ("train", "eval"):
         raise ValueError(f"`mode` must be 'train' or 'eval', got {mode!r}")
@@ -37,43 +39,36 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     model.train(train)
     total = total if total is not None else (len(data_iter) if hasattr(data_iter, "__len__") else None)
     bar = tqdm(total=total, disable=not show_progress(progress), leave=False, unit="batch", desc=mode)
-    total_loss, total_tokens, window_tokens, pending = 0.0, 0, 0, 0
+    batches, total_loss, total_tokens, record = iter(data_iter), 0.0, 0, None
     start = time.perf_counter()
     with torch.set_grad_enabled(train), bar:
-        for i, batch in enumerate(data_iter, 1):
-            inner = train and pending + 1 < accum_iter and i != total    # not the last batch before a step
-            with _no_sync(model, inner):
-                with cast:                                               # forward and loss; backward outside
-                    out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
-                    loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens)
-                if train:
-                    (loss_node / accum_iter).backward()                  # average over the accumulated batches
+        while window := list(itertools.islice(batches, accum_iter if train else 1)):   # the batches of one step
+            window_tokens, window_loss = sum(b.ntokens for b in window), 0.0
+            for j, batch in enumerate(window):
+                with _no_sync(model, train and j < len(window) - 1):     # several processes: sync at the last
+                    with cast:                                           # forward and loss; backward outside
+                        out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
+                        loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens)
+                    if train:                                            # weight: the batch's share of the tokens
+                        (loss_node * (batch.ntokens / max(window_tokens, 1))).backward()
+                window_loss += loss
+                bar.update()
+            total_loss, total_tokens = total_loss + window_loss, total_tokens + window_tokens
             if train:
-                pending += 1
-                train_state.step += 1
-                train_state.samples += batch.nsamples
-                train_state.tokens += batch.ntokens
-                if pending == accum_iter:
-                    _optimizer_step(optimizer, scheduler, train_state)
-                    pending = 0
-            total_loss += loss
-            total_tokens += batch.ntokens
-            window_tokens += batch.ntokens
+                train_state.step += len(window)
+                train_state.samples += sum(b.nsamples for b in window)
+                train_state.tokens += window_tokens
+                _optimizer_step(optimizer, scheduler, train_state)
             lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0
-            record = dict(step=train_state.step, loss=loss / max(batch.ntokens, 1),
-                          tokens_per_s=window_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
-            bar.set_postfix(
-                loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}", refresh=False
-            )
-            bar.update()
-            if train and i % log_every == 0:
+            record = dict(step=train_state.accum_step, loss=window_loss / max(window_tokens, 1),
+                          tokens_per_s=total_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
+            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}",
+                            refresh=False)
+            if train and train_state.accum_step % log_every == 0:
                 train_state.history.append(record)
-    if train and pending:
-        _optimizer_step(optimizer, scheduler, train_state)                # left-over accumulated batches
-    if train and (not train_state.history or train_state.history[-1]["step"] != train_state.step) and total_tokens:
-        train_state.history.append(record)
+    if train and record and (not train_state.history or train_state.history[-1] is not record) and total_tokens:
+        train_state.history.append(record)                               # and the last step
     return total_loss / max(total_tokens, 1), train_state
-
 
 # %% ../nbs/05_training.ipynb #979fd6b2
 #| code-fold: true
