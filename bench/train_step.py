@@ -62,7 +62,7 @@ def batches(n, batch, vocab, mean_len, gen):
             seq[pos > lengths.unsqueeze(1)] = 0
             seq[torch.arange(batch), lengths] = 2
             return seq
-        out.append(Batch(side(), side(), pad=0))
+        out.append(Batch(side(), side(), padding_idx=0))
     return out
 
 

@@ -122,7 +122,7 @@ def _one_epoch(progress, capsys):
     torch.manual_seed(0)
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
     seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
-    batches = [Batch(seq, seq, pad=0)] * 3
+    batches = [Batch(seq, seq, padding_idx=0)] * 3
     run_epoch(batches, model, SimpleLossCompute(model.generator, LabelSmoothing(10, 0)),
               torch.optim.SGD(model.parameters(), lr=0.1), progress=progress)
     return capsys.readouterr().err

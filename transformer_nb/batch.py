@@ -15,12 +15,12 @@ __all__ = ['Batch']
 class Batch:
     """A batch of token ids with masks; `tgt` `(batch, len)` becomes decoder input `tgt` and labels `tgt_y`, each
     `(batch, len - 1)`."""
-    def __init__(self, src, tgt=None, pad: int = 0):
+    def __init__(self, src, tgt=None, padding_idx: int = 0):
         if src.dim() != 2:
             raise ValueError(f"`src` must be a (batch, len) tensor of token ids, got shape {tuple(src.shape)}")
-        self.src, self.pad = src, pad
+        self.src, self.padding_idx = src, padding_idx
         self.nsamples = src.size(0)                                  # sentences in the batch
-        self.src_mask = padding_mask(src, pad)                       # (batch, 1, len_src)
+        self.src_mask = padding_mask(src, padding_idx)               # (batch, 1, len_src)
         if tgt is not None:
             if tgt.dim() != 2 or tgt.size(0) != src.size(0) or tgt.size(1) < 2:
                 raise ValueError(
@@ -28,8 +28,8 @@ class Batch:
                 )
             self.tgt = tgt[:, :-1]                                   # decoder input: drop the last token
             self.tgt_y = tgt[:, 1:]                                  # labels: drop the start symbol
-            self.tgt_mask = make_std_mask(self.tgt, pad)             # (batch, len - 1, len - 1)
-            self.ntokens = int((self.tgt_y != pad).sum())            # labels that count in the loss
+            self.tgt_mask = make_std_mask(self.tgt, padding_idx)     # (batch, len - 1, len - 1)
+            self.ntokens = int((self.tgt_y != padding_idx).sum())    # labels that count in the loss
 
     def to(self, device):
         "Move every tensor of the batch to `device`."

@@ -169,7 +169,7 @@ def _copy(a: argparse.Namespace) -> int:
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
     examples = held[: a.examples].to(a.device)
     out = greedy_decode(model, examples, padding_mask(examples, PAD), max_len=examples.size(1),
-                        start_symbol=BOS, end_symbol=EOS, pad_symbol=PAD)
+                        start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
     show = lambda t: " ".join(str(v) for v in t.tolist() if v not in (PAD, BOS, EOS))
     for s, o in zip(examples, out):
         print(f"  {show(s):30s} -> {show(o):30s} {'ok' if show(s) == show(o) else 'WRONG'}")

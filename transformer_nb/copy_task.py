@@ -55,7 +55,7 @@ def is_reserved(seqs) -> torch.Tensor:
 def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None):
     "A list of `n_batches` copy-task `Batch` objects (source = target), never holding a reserved sequence."
     return [
-        Batch(s, s, pad=PAD)
+        Batch(s, s, padding_idx=PAD)
         for s in (
             copy_sequences(batch_size, vocab, min_len, max_len, generator, reserved_only=False)
             for _ in range(n_batches)
@@ -74,7 +74,7 @@ def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
     for chunk in seqs.split(batch_size):
         chunk = chunk.to(next(model.parameters()).device)
         out = greedy_decode(model, chunk, (chunk != PAD).unsqueeze(1), max_len=chunk.size(1),
-                            start_symbol=BOS, end_symbol=EOS, pad_symbol=PAD)    # (n, <= width)
+                            start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)    # (n, <= width)
         out = torch.nn.functional.pad(out, (0, chunk.size(1) - out.size(1)), value=PAD)  # (n, width)
         correct += (out == chunk).all(dim=1).sum().item()
     return correct / len(seqs)

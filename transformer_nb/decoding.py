@@ -22,11 +22,11 @@ __all__ = ['greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KV
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
 def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
-                  pad_symbol: int | None = None, use_cache: bool = True, precision: str = "fp32"):
+                  padding_idx: int | None = None, use_cache: bool = True, precision: str = "fp32"):
     """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
-    `pad_symbol` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
+    `padding_idx` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
-    fill = pad_symbol if pad_symbol is not None else end_symbol
+    fill = padding_idx if padding_idx is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
     with _eval_mode(model), autocast(precision, src.device):
@@ -136,12 +136,12 @@ def beam_search(
     end_symbol: int,
     beam_size: int = 4,
     length_penalty: float = 0.6,
-    pad_symbol: int | None = None,
+    padding_idx: int | None = None,
     use_cache: bool = True,
     precision: str = "fp32",
 ):
     """Beam search with GNMT's length penalty applied while searching; returns `(tokens, scores)`: the best hypothesis
-    per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with `pad_symbol` or
+    per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with `padding_idx` or
     `end_symbol`) and its length-normalized log-probability `(batch,)`. `precision`: "fp32", "bf16" or "auto" (chapter
     05)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
@@ -152,7 +152,7 @@ def beam_search(
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
-    fill = pad_symbol if pad_symbol is not None else end_symbol
+    fill = padding_idx if padding_idx is not None else end_symbol
     with _eval_mode(model), autocast(precision, dev):
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
         if src_mask is not None:

@@ -34,7 +34,7 @@ def shard_batch(batch: Batch, rank: int, size: int) -> Batch:
             setattr(part, name, value[rows])                           # src, src_mask, tgt, tgt_y, tgt_mask
     part.nsamples = len(rows)
     if hasattr(part, "tgt_y"):
-        part.ntokens = int((part.tgt_y != part.pad).sum())
+        part.ntokens = int((part.tgt_y != part.padding_idx).sum())
     return part
 
 # %% ../nbs/10_distributed.ipynb #ba3a8a80

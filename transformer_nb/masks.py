@@ -20,12 +20,12 @@ def subsequent_mask(size: int, device=None):
     return torch.tril(ones).unsqueeze(0)  # (size, size) -> (1, size, size): the 1 broadcasts over the batch
 
 # %% ../nbs/01_masks.ipynb #86acefe3
-def padding_mask(tokens, pad: int):
+def padding_mask(tokens, padding_idx: int):
     "Keep-mask `(batch, 1, len)` that is True at the non-pad positions of `tokens` `(batch, len)`."
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
         raise ValueError(f"`tokens` must be a (batch, len) tensor of token ids, got {got}")
-    return (tokens != pad).unsqueeze(-2)  # (batch, len) -> (batch, 1, len)
+    return (tokens != padding_idx).unsqueeze(-2)  # (batch, len) -> (batch, 1, len)
 
 # %% ../nbs/01_masks.ipynb #2e219e5c
 def length_mask(lengths, max_len: int | None = None):
@@ -43,9 +43,9 @@ def length_mask(lengths, max_len: int | None = None):
     return (positions < lengths.unsqueeze(-1)).unsqueeze(-2)        # (batch, max_len) -> (batch, 1, max_len)
 
 # %% ../nbs/01_masks.ipynb #04d11881
-def make_std_mask(tgt, pad: int):
+def make_std_mask(tgt, padding_idx: int):
     "Decoder keep-mask `(batch, len, len)`: key is not padding and not in the future."
-    keep = padding_mask(tgt, pad)                                   # (batch, 1, len)
+    keep = padding_mask(tgt, padding_idx)                           # (batch, 1, len)
     return keep & subsequent_mask(tgt.size(-1), device=tgt.device)  # & (1, len, len) -> (batch, len, len)
 
 # %% ../nbs/01_masks.ipynb #1da8fb6f

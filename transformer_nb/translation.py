@@ -267,13 +267,13 @@ def encode_pairs(pairs, tokenizer: Tokenizer, max_len: int | None = None) -> lis
     return out
 
 
-def _pad(seqs: list[list[int]], pad: int) -> torch.Tensor:
+def _pad(seqs: list[list[int]], padding_idx: int) -> torch.Tensor:
     "Lists of ids -> `(len(seqs), longest)` tensor, padded at the end."
-    return pad_sequence([torch.tensor(s, dtype=torch.long) for s in seqs], batch_first=True, padding_value=pad)
+    return pad_sequence([torch.tensor(s, dtype=torch.long) for s in seqs], batch_first=True, padding_value=padding_idx)
 
 
 def bucket_batches(
-    examples, max_tokens: int, shuffle: bool = True, seed: int = 0, pad: int = Tokenizer.pad
+    examples, max_tokens: int, shuffle: bool = True, seed: int = 0, padding_idx: int = Tokenizer.pad
 ) -> list[Batch]:
     """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when
     `shuffle`),
@@ -295,7 +295,8 @@ def bucket_batches(
         groups.append(group)
     if shuffle:
         rng.shuffle(groups)
-    return [Batch(_pad([examples[i][0] for i in g], pad), _pad([examples[i][1] for i in g], pad), pad) for g in groups]
+    pad = lambda seqs: _pad(seqs, padding_idx)
+    return [Batch(pad([examples[i][0] for i in g]), pad([examples[i][1] for i in g]), padding_idx) for g in groups]
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.6,
