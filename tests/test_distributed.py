@@ -92,7 +92,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 @pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data/multi30k")
 def test_translate_command_under_torchrun(tmp_path):
     "`torchrun ... transformer-nb translate` trains on two processes, prints once, and saves a model one process loads."
-    from transformer_nb.translation import load_translator
+    from transformer_nb.translator import load_translator
     cli = "import sys; from transformer_nb.cli import main; sys.exit(main())"
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--max-restarts=0",
                            "--no-python", sys.executable, "-c", cli, "translate", "--data", str(DATA),

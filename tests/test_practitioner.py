@@ -143,7 +143,9 @@ def test_main_names_from_the_package():
 
 
 def test_api_edges_get_clear_errors(tmp_path):
-    from transformer_nb.translation import Tokenizer, translate, bleu, save_translator, load_translator
+    from transformer_nb.bleu import bleu
+    from transformer_nb.tokenizer import Tokenizer
+    from transformer_nb.translator import translate, save_translator, load_translator
     with pytest.raises(ValueError, match="`texts` holds no characters"):
         Tokenizer.train([], 100)
     with pytest.raises(TypeError, match="wrap it in a list"):
@@ -210,7 +212,30 @@ class _Echo(torch.nn.Module):
 @pytest.mark.parametrize("beam_size", [1, 3])
 def test_translate_returns_each_output_in_the_place_of_its_input(beam_size):
     "`translate` decodes sentences sorted by length, in batches: the outputs must come back in the input's order."
-    from transformer_nb.translation import Tokenizer, translate
+    from transformer_nb.tokenizer import Tokenizer
+    from transformer_nb.translator import translate
     sentences = ["a b c d e f", "g", "h i j", "k l", "m n o p q r s t", "u v w x"]
     tok = Tokenizer.train(sentences, vocab_size=None)
     assert translate(_Echo(len(tok)), tok, sentences, beam_size=beam_size, batch_size=2) == sentences
+
+
+def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
+    """`train_translation(resume=)` continues a run on the pairs it was saved with, refuses other pairs in one line,
+    and refuses a file from `save_translator` (a model and its tokenizer, no training run) instead of a KeyError."""
+    from dataclasses import asdict
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.translation import TranslationConfig, train_translation
+    from transformer_nb.translator import save_translator
+    pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
+    config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200,
+                               precision="fp32")
+    run = tmp_path / "run.pt"
+    model, tokenizer, _ = train_translation(config, pairs, pairs[:4], save=run, progress=False)
+    with pytest.raises(ValueError, match=r"`train_pairs` are not the data of the run saved in .*40 pairs"):
+        train_translation(config, pairs[:-1], pairs[:4], resume=run, progress=False)
+    save_translator(tmp_path / "translator.pt", model, tokenizer)
+    with pytest.raises(CheckpointError, match="it cannot be resumed"):
+        train_translation(config, pairs, pairs[:4], resume=tmp_path / "translator.pt", progress=False)
+    more = TranslationConfig(**{**asdict(config), "epochs": 2})
+    _, _, history = train_translation(more, pairs, pairs[:4], resume=run, progress=False)
+    assert [r["epoch"] for r in history] == [1, 2]

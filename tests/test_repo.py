@@ -46,7 +46,7 @@ def test_core_modules_import_without_viz_extra():
             "import transformer_nb\n"
             "for m in pkgutil.iter_modules(transformer_nb.__path__):\n"
             "    importlib.import_module('transformer_nb.' + m.name)\n"
-            "from transformer_nb.translation import bleu\n"
+            "from transformer_nb.bleu import bleu\n"
             "try:\n    bleu(['a'], ['a'])\n"
             "except ImportError as e:\n    assert \"pip install 'transformer-nb[translate]'\" in str(e), e\n"
             "else:\n    raise SystemExit('bleu() without sacrebleu should raise ImportError')\n")
@@ -98,6 +98,8 @@ LAYERS = [
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
     ("inference", ["decoding"]),
     ("files and checkpoints", ["files", "checkpoint"]),
+    ("text and data", ["tokenizer", "data", "bleu"]),
+    ("a trained translator", ["translator"]),
     ("the fit loop", ["fit"]),
     ("conversion", ["interop"]),
     ("tasks", ["copy_task", "translation", "text"]),
@@ -121,14 +123,21 @@ def test_imports_run_one_way():
     assert not upward, upward
 
 
-def test_inference_never_imports_training():
-    "Decoding a trained model pulls in no training loop, optimizer schedule or checkpoint code."
-    seen, todo = set(), ["decoding"]
+def _reached(module: str) -> set:
+    seen, todo = set(), [module]
     while todo:
         m = todo.pop()
         seen.add(m)
         todo += [d for d in _imports(m) if d not in seen]
-    assert not seen & {"epoch", "fit", "schedule", "loss", "checkpoint", "files"}, sorted(seen)
+    return seen
+
+
+def test_inference_never_imports_training():
+    """Decoding pulls in no training loop, optimizer, loss or checkpoint code; a translator (loaded from a file, with
+    its tokenizer) no training loop, optimizer or loss."""
+    training = {"epoch", "fit", "schedule", "loss"}
+    assert not _reached("decoding") & (training | {"checkpoint", "files"}), sorted(_reached("decoding"))
+    assert not _reached("translator") & training, sorted(_reached("translator"))
 
 
 def test_every_module_is_written_by_one_notebook():

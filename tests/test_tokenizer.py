@@ -5,7 +5,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from transformer_nb.translation import Tokenizer, bucket_batches, detokenize, learn_bpe, pre_tokenize, _merge_word
+from transformer_nb.data import bucket_batches
+from transformer_nb.tokenizer import Tokenizer, detokenize, learn_bpe, pre_tokenize, _merge_word
 
 FAST = settings(max_examples=40, deadline=None)
 # letters with and without diacritics, digits, punctuation and several kinds of whitespace

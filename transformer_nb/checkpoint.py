@@ -11,21 +11,20 @@ from pathlib import Path
 
 import torch
 
-from .epoch import TrainState
 from .files import atomic_write
 from .model import make_model, check_config
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint',
-           'load_checkpoint', 'average_checkpoints']
+           'average_checkpoints']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
 #| code-summary: Show the code (writing a checkpoint)
-def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state: TrainState | None = None,
+def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=None,
                     extra: dict | None = None, kind: str = "plain"):
-    """Save config, weights, optimizer, scheduler, train state, RNG state, `extra` (plain Python data, e.g. a tokenizer)
-    and `kind` (what the model is for, e.g. 'copy') to `path`, atomically."""
+    """Save config, weights, optimizer, scheduler, train state (chapter 05's `TrainState`), RNG states, `extra` (plain
+    Python data, e.g. a tokenizer) and `kind` (what the model is for, e.g. 'copy') to `path`, atomically."""
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
     checkpoint = {
@@ -155,33 +154,6 @@ def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
     return model.to(map_location).eval()
 
 
-def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="cpu",
-                    restore_rng: bool = False) -> tuple[TrainState, dict]:
-    """Load weights into `model`, and state into `optimizer`/`scheduler` when given.
-    Returns the saved `TrainState` and the `extra` data saved with it."""
-    ckpt = read_checkpoint(path, map_location)
-    model.load_state_dict(ckpt["model"])
-    if optimizer is not None and ckpt["optimizer"] is not None:
-        optimizer.load_state_dict(ckpt["optimizer"])
-    if scheduler is not None and ckpt["scheduler"] is not None:
-        scheduler.load_state_dict(ckpt["scheduler"])
-    if restore_rng:
-        _restore_rng(ckpt)
-    try:
-        state = TrainState(**ckpt["train_state"]) if ckpt.get("train_state") else TrainState()
-    except TypeError as e:
-        raise CheckpointError(path, f"a malformed train_state ({e})") from None
-    return state, ckpt.get("extra") or {}
-
-
-def _restore_rng(ckpt):
-    "The random states saved with the checkpoint; they live on the CPU whatever `map_location` moved the rest to."
-    torch.set_rng_state(ckpt["rng_state"].cpu())
-    cuda = ckpt.get("cuda_rng_state")
-    if cuda and torch.cuda.is_available():
-        for i, state in enumerate(cuda[:torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(state.cpu(), i)
-
 # %% ../nbs/12_fit.ipynb #9ea9b8ab
 @torch.no_grad()
 def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
@@ -196,13 +168,14 @@ def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
         ckpt = read_checkpoint(path, "cpu", kind)
         if config is not None and ckpt["config"] != config:
             raise CheckpointError(path, f"a different model than {paths[0]} (their configs differ)", ours=True)
-        config = ckpt["config"]
-        weights = ckpt.pop("model")
+        config, weights = ckpt["config"], ckpt["model"]
+        del ckpt                                                          # optimizer state and the rest: not needed
         if total is None:
             total = {k: v.double() for k, v in weights.items()}
         else:
             for k, v in weights.items():
                 total[k] += v
+        del weights
     model = make_model(**config)
     model.load_state_dict({k: (v / len(paths)).to(model.state_dict()[k].dtype) for k, v in total.items()})
     return model.to(map_location).eval()

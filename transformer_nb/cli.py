@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 import torch
@@ -19,8 +18,10 @@ from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
 from .files import check_save_path
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .decoding import greedy_decode
-from .translation import (TranslationConfig, train_translation, translate, bleu, load_multi30k,
-                                        save_translator, load_translator)
+from .bleu import bleu
+from .data import load_multi30k
+from .translation import TranslationConfig, train_translation
+from .translator import translate, load_translator
 from .distributed import world_from_env
 
 # %% auto #0

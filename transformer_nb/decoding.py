@@ -139,11 +139,12 @@ def beam_search(
     padding_idx: int | None = None,
     use_cache: bool = True,
     precision: str = "fp32",
+    return_scores: bool = False,
 ):
-    """Beam search with GNMT's length penalty applied while searching; returns `(tokens, scores)`: the best hypothesis
-    per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with `padding_idx` or
-    `end_symbol`) and its length-normalized log-probability `(batch,)`. `precision`: "fp32", "bf16" or "auto" (chapter
-    05)."""
+    """Beam search with GNMT's length penalty applied while searching; returns, like `greedy_decode`, the best
+    hypothesis per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with
+    `padding_idx` or `end_symbol`), and with `return_scores` also its length-normalized log-probability `(batch,)`.
+    `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
@@ -151,7 +152,8 @@ def beam_search(
         raise ValueError(f"`length_penalty` must be a finite number >= 0, got {length_penalty}")
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
-        return torch.full((0, 1), start_symbol, dtype=torch.long, device=dev), torch.zeros(0, device=dev)
+        empty = torch.full((0, 1), start_symbol, dtype=torch.long, device=dev)
+        return (empty, torch.zeros(0, device=dev)) if return_scores else empty
     fill = padding_idx if padding_idx is not None else end_symbol
     with _eval_mode(model), autocast(precision, dev):
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
@@ -195,5 +197,6 @@ def beam_search(
             better = cut > best_score
             best[better], best_score = alive[better, 0], torch.where(better, cut, best_score)
             best_len = torch.where(better, t, best_len)
-        return best[:, : int(best_len.max()) + 1], best_score
+        best = best[:, : int(best_len.max()) + 1]
+        return (best, best_score) if return_scores else best
 

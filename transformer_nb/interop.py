@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadedAttention, _stacked
@@ -14,18 +13,19 @@ from .layers import LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLay
 from .model import EncoderDecoder, make_model
 
 # %% auto #0
-__all__ = ['encoder_layer_from_torch', 'decoder_layer_from_torch', 'encoder_layer_to_torch', 'decoder_layer_to_torch',
-           'from_torch', 'to_torch', 'torch_masks', 'model_from_torch']
+__all__ = ['attention_from_torch', 'attention_to_torch', 'encoder_layer_from_torch', 'decoder_layer_from_torch',
+           'encoder_layer_to_torch', 'decoder_layer_to_torch', 'from_torch', 'to_torch', 'torch_masks',
+           'model_from_torch']
 
 # %% ../nbs/08_interop.ipynb #7a29579b
 @torch.no_grad()
-def _mha_from_torch(cls, mha: nn.MultiheadAttention):
+def attention_from_torch(mha: nn.MultiheadAttention) -> MultiHeadedAttention:
     "A `MultiHeadedAttention` with the weights of `mha` (equal q/k/v sizes; with or without biases)."
     if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
         raise ValueError("`mha` must use one in_proj_weight (kdim = vdim = embed_dim), "
                          "without add_bias_kv or add_zero_attn (the paper has neither)")
     bias = mha.in_proj_bias is not None
-    ours = cls(mha.num_heads, mha.embed_dim, mha.dropout, bias=bias).to(mha.in_proj_weight)
+    ours = MultiHeadedAttention(mha.num_heads, mha.embed_dim, mha.dropout, bias=bias).to(mha.in_proj_weight)
     for lin, w in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3)):
         lin.weight.copy_(w)                                           # each chunk is (d_model, d_model)
     if bias:
@@ -36,21 +36,17 @@ def _mha_from_torch(cls, mha: nn.MultiheadAttention):
 
 
 @torch.no_grad()
-def _mha_to_torch(self) -> nn.MultiheadAttention:
-    "An `nn.MultiheadAttention(batch_first=True)` with this module's weights."
-    bias = self.w_q.bias is not None
-    mha = nn.MultiheadAttention(self.d_model, self.h, dropout=self.dropout.p, bias=bias,
-                                batch_first=True).to(self.w_q.weight)
-    w, b = _stacked(self.w_q, self.w_k, self.w_v)
+def attention_to_torch(ours: MultiHeadedAttention) -> nn.MultiheadAttention:
+    "An `nn.MultiheadAttention(batch_first=True)` with the weights of `ours`."
+    bias = ours.w_q.bias is not None
+    mha = nn.MultiheadAttention(ours.d_model, ours.h, dropout=ours.dropout.p, bias=bias,
+                                batch_first=True).to(ours.w_q.weight)
+    w, b = _stacked(ours.w_q, ours.w_k, ours.w_v)
     mha.in_proj_weight.copy_(w)                                       # (3*d_model, d_model)
     if bias:
         mha.in_proj_bias.copy_(b)
-    mha.out_proj.load_state_dict(self.w_o.state_dict())
+    mha.out_proj.load_state_dict(ours.w_o.state_dict())
     return mha
-
-
-MultiHeadedAttention.from_torch = classmethod(_mha_from_torch)
-MultiHeadedAttention.to_torch = _mha_to_torch
 
 # %% ../nbs/08_interop.ipynb #c43f53ad
 def _copy_norm(ours: LayerNorm, theirs: nn.LayerNorm):
@@ -88,7 +84,7 @@ def encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
     "An `EncoderLayer` with the weights of a PyTorch encoder layer (post-norm or `norm_first`)."
     _check_relu(layer)
     d_model = layer.self_attn.embed_dim
-    ours = EncoderLayer(d_model, MultiHeadedAttention.from_torch(layer.self_attn), _ffn_from_torch(layer),
+    ours = EncoderLayer(d_model, attention_from_torch(layer.self_attn), _ffn_from_torch(layer),
                         layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
     for i, norm in enumerate((layer.norm1, layer.norm2)):
         _copy_norm(ours.sublayer[i].norm, norm)
@@ -99,8 +95,8 @@ def decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
     "A `DecoderLayer` with the weights of a PyTorch decoder layer (post-norm or `norm_first`)."
     _check_relu(layer)
     d_model = layer.self_attn.embed_dim
-    ours = DecoderLayer(d_model, MultiHeadedAttention.from_torch(layer.self_attn),
-                        MultiHeadedAttention.from_torch(layer.multihead_attn), _ffn_from_torch(layer),
+    ours = DecoderLayer(d_model, attention_from_torch(layer.self_attn),
+                        attention_from_torch(layer.multihead_attn), _ffn_from_torch(layer),
                         layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
     for i, norm in enumerate((layer.norm1, layer.norm2, layer.norm3)):
         _copy_norm(ours.sublayer[i].norm, norm)
@@ -124,7 +120,7 @@ def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
         norm_first=ours.pre_norm,
         bias=_our_bias(ours),
     ).to(ffn.w_1.weight)
-    theirs.self_attn = ours.self_attn.to_torch()
+    theirs.self_attn = attention_to_torch(ours.self_attn)
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     theirs.norm1, theirs.norm2 = (_torch_norm(s.norm) for s in ours.sublayer)
     return theirs
@@ -143,7 +139,7 @@ def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
         norm_first=ours.pre_norm,
         bias=_our_bias(ours),
     ).to(ffn.w_1.weight)
-    theirs.self_attn, theirs.multihead_attn = ours.self_attn.to_torch(), ours.src_attn.to_torch()
+    theirs.self_attn, theirs.multihead_attn = attention_to_torch(ours.self_attn), attention_to_torch(ours.src_attn)
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     theirs.norm1, theirs.norm2, theirs.norm3 = (_torch_norm(s.norm) for s in ours.sublayer)
     return theirs

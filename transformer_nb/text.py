@@ -5,20 +5,12 @@
 # %% ../nbs/11_own_task.ipynb #b705c3cb
 from __future__ import annotations
 
-from .fit import train
-from .schedule import noam_optimizer
-from .translation import (Tokenizer, encode_pairs,
-    bucket_batches, translate, save_translator, load_translator)
+
 
 # %% auto #0
-__all__ = ['exact_match', 'Tokenizer', 'encode_pairs', 'bucket_batches', 'translate', 'save_translator', 'load_translator',
-           'train', 'noam_optimizer']
+__all__ = ['exact_match']
 
 # %% ../nbs/11_own_task.ipynb #1ec6872d
-_all_ = ["Tokenizer", "encode_pairs", "bucket_batches", "translate",
-         "save_translator", "load_translator", "train", "noam_optimizer"]
-
-
 def exact_match(hypotheses: list[str], references: list[str]) -> float:
     "The fraction of `hypotheses` equal to their reference, character for character."
     if len(hypotheses) != len(references) or not hypotheses:

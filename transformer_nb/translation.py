@@ -5,370 +5,24 @@
 # %% ../nbs/09_translation.ipynb #9571ce4f
 from __future__ import annotations
 
-import gzip
 import hashlib
-import heapq
-import os
-import random
-import re
-import shutil
-import urllib.request
-from collections import Counter, defaultdict
 from dataclasses import dataclass, asdict
-from pathlib import Path
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
-from .masks import padding_mask
-from .model import make_model
-from .batch import Batch
-from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
+from .bleu import bleu
+from .checkpoint import read_checkpoint, CheckpointError
+from .data import encode_pairs, bucket_batches
 from .epoch import run_epoch
-from .files import atomic_write
 from .fit import train
 from .loss import LabelSmoothing, SimpleLossCompute
+from .model import make_model
 from .schedule import noam_optimizer
-from .decoding import greedy_decode, beam_search, max_positions
+from .tokenizer import Tokenizer
+from .translator import translate, load_translator
 
 # %% auto #0
-__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'SPACE', 'default_cache_dir', 'multi30k_folder', 'load_multi30k',
-           'pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer', 'encode_pairs', 'bucket_batches', 'translate',
-           'bleu', 'bleu_signature', 'TranslationConfig', 'train_translation', 'save_translator', 'load_translator']
-
-# %% ../nbs/09_translation.ipynb #c1d4329d
-MULTI30K_URL = (
-    "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"
-)
-MULTI30K_SHA256 = {
-    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-}
-SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
-
-
-def default_cache_dir() -> Path:
-    "Where downloads go: `$TRANSFORMER_NB_CACHE` if set, else `~/.cache/transformer_nb`."
-    return Path(os.environ.get("TRANSFORMER_NB_CACHE", Path.home() / ".cache" / "transformer_nb"))
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _download(url: str, dest: Path):
-    with urllib.request.urlopen(url, timeout=60) as response:   # never leave a half-written file under the real name
-        atomic_write(dest, lambda f: shutil.copyfileobj(response, f))
-
-
-def multi30k_folder(root=None, cache_dir=None, url: str = MULTI30K_URL, download: bool = True) -> Path:
-    """A folder holding the six Multi30k files, each verified against its SHA-256: `root` when given (nothing is
-    downloaded), else `cache_dir/multi30k` (default `default_cache_dir()`), downloading from `url` whatever is
-    missing."""
-    if root is not None:
-        folder = Path(root)
-        if not folder.is_dir():
-            raise FileNotFoundError(
-                f"`root`: {folder} is not a folder (expected one holding {', '.join(MULTI30K_SHA256)})"
-            )
-    else:
-        folder = Path(cache_dir if cache_dir is not None else default_cache_dir()) / "multi30k"
-        folder.mkdir(parents=True, exist_ok=True)
-    for name, expected in MULTI30K_SHA256.items():
-        path = folder / name
-        if not path.exists():
-            if root is not None or not download:
-                raise FileNotFoundError(f"{path} is missing; pass `root=None` to download it from {url}{name}")
-            _download(url + name, path)
-        got = _sha256(path)
-        if got != expected:
-            raise ValueError(f"{path}: SHA-256 {got} does not match the expected {expected}; the file is corrupt or "
-                             f"another version: delete it and download it again from {url}{name}")
-    return folder
-
-
-def load_multi30k(split: str, root=None, cache_dir=None, url: str = MULTI30K_URL) -> list[tuple[str, str]]:
-    "The `split` ('train', 'val', or 'test': the 2016 Flickr test set) as a list of `(german, english)` sentence pairs."
-    if split not in SPLITS:
-        raise ValueError(f"`split` must be one of {list(SPLITS)}, got {split!r}")
-    folder = multi30k_folder(root, cache_dir, url)
-    read = (
-        lambda lang: gzip.decompress((folder / f"{SPLITS[split]}.{lang}.gz").read_bytes()).decode("utf-8").splitlines()
-    )
-    de, en = read("de"), read("en")
-    if len(de) != len(en):
-        raise ValueError(f"{split}: {len(de)} German lines but {len(en)} English lines")
-    return [(d.strip(), e.strip()) for d, e in zip(de, en)]
-
-# %% ../nbs/09_translation.ipynb #aeaf6757
-_WORD = re.compile(r"\w+|[^\w\s]")
-SPACE = "\u2581"   # '▁' marks a word that follows a space, as in SentencePiece
-
-
-def pre_tokenize(text: str) -> list[str]:
-    """Split `text` into words and punctuation marks; a `▁` prefix records a space before the word (the start counts as
-    one)."""
-    return [
-        (SPACE if m.start() == 0 or text[m.start() - 1].isspace() else "") + m.group() for m in _WORD.finditer(text)
-    ]
-
-
-def detokenize(pieces: list[str]) -> str:
-    "Join pieces back into text: the inverse of `pre_tokenize` (runs of whitespace become one space)."
-    return "".join(pieces).replace(SPACE, " ").strip()
-
-# %% ../nbs/09_translation.ipynb #7af6c453
-def _merge_word(word: list[str], pair: tuple[str, str], new: str) -> list[str]:
-    "`word` (a list of symbols) with every occurrence of `pair` replaced by `new`, left to right."
-    out, i = [], 0
-    while i < len(word):
-        if i + 1 < len(word) and word[i] == pair[0] and word[i + 1] == pair[1]:
-            out.append(new)
-            i += 2
-        else:
-            out.append(word[i])
-            i += 1
-    return out
-
-
-def learn_bpe(texts, n_merges: int, min_frequency: int = 2):
-    "Learn byte-pair-encoding merges from `texts`: returns `(alphabet, merges)`, merges in the order learned."
-    word_freq = Counter(w for t in texts for w in pre_tokenize(t))
-    words = [list(w) for w in word_freq]                   # each distinct word as a list of symbols
-    freqs = list(word_freq.values())
-    alphabet = sorted({c for w in words for c in w})
-    counts, where = Counter(), defaultdict(set)           # pair -> weighted count, pair -> indices of words holding it
-    for i, w in enumerate(words):
-        for pair in zip(w, w[1:]):
-            counts[pair] += freqs[i]
-            where[pair].add(i)
-    heap = [(-c, pair) for pair, c in counts.items()]     # most frequent first; ties broken by the pair itself
-    heapq.heapify(heap)
-    merges = []
-    while heap and len(merges) < n_merges:
-        neg, pair = heapq.heappop(heap)
-        if counts.get(pair, 0) != -neg:                    # stale: the count changed after this entry was pushed
-            continue
-        if -neg < min_frequency:
-            break
-        merges.append(pair)
-        new, changed = pair[0] + pair[1], set()
-        for i in where.pop(pair):
-            old = words[i]
-            merged = _merge_word(old, pair, new)
-            if len(merged) == len(old):                    # `where` may be out of date for this word
-                continue
-            for q in zip(old, old[1:]):
-                counts[q] -= freqs[i]
-                changed.add(q)
-            for q in zip(merged, merged[1:]):
-                counts[q] += freqs[i]
-                where[q].add(i)
-                changed.add(q)
-            words[i] = merged
-        counts.pop(pair, None)
-        for q in changed - {pair}:
-            if counts[q] > 0:
-                heapq.heappush(heap, (-counts[q], q))
-    return alphabet, merges
-
-# %% ../nbs/09_translation.ipynb #114482fe
-class Tokenizer:
-    "A subword tokenizer: `pre_tokenize`, then BPE merges applied by rank; ids 0-3 are `<pad> <s> </s> <unk>`."
-    specials = ["<pad>", "<s>", "</s>", "<unk>"]
-    pad, bos, eos, unk = 0, 1, 2, 3
-
-    def __init__(self, alphabet: list[str], merges: list[tuple[str, str]]):
-        self.alphabet, self.merges = list(alphabet), [tuple(m) for m in merges]
-        self.ranks = {m: r for r, m in enumerate(self.merges)}
-        self.vocab = self.specials + self.alphabet + [a + b for a, b in self.merges]
-        self.ids = {}
-        for i, piece in enumerate(self.vocab):
-            self.ids.setdefault(piece, i)                  # two merges can build the same piece: keep the first id
-        self._cache = {}
-
-    @classmethod
-    def train(cls, texts, vocab_size: int | None, min_frequency: int = 2) -> "Tokenizer":
-        """Learn a tokenizer of (at most) `vocab_size` entries from `texts`; `vocab_size=None`: characters only, no
-        merges."""
-        if isinstance(texts, str):
-            raise TypeError("`texts` must be a list of strings, got a single string: wrap it in a list")
-        alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
-        if not alphabet:
-            raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
-        if vocab_size is None:
-            return cls(alphabet, [])
-        n_merges = vocab_size - len(cls.specials) - len(alphabet)
-        if n_merges < 0:
-            raise ValueError(
-                f"`vocab_size` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
-                f"the {len(alphabet)} characters of the texts), got {vocab_size}"
-            )
-        alphabet, merges = learn_bpe(texts, n_merges, min_frequency)
-        return cls(alphabet, merges)
-
-    def __len__(self):
-        return len(self.vocab)
-
-    def split_word(self, word: str) -> list[str]:
-        "BPE on one pre-tokenized word: repeatedly merge the adjacent pair that was learned earliest."
-        if word not in self._cache:
-            parts = list(word)
-            while len(parts) > 1:
-                pair = min(zip(parts, parts[1:]), key=lambda p: self.ranks.get(p, float("inf")))
-                if pair not in self.ranks:
-                    break
-                parts = _merge_word(parts, pair, pair[0] + pair[1])
-            self._cache[word] = parts
-        return self._cache[word]
-
-    def pieces(self, text: str) -> list[str]:
-        "The subword pieces of `text`."
-        return [p for w in pre_tokenize(text) for p in self.split_word(w)]
-
-    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
-        "Token ids of `text` (characters never seen in training become `<unk>`), optionally between `<s>` and `</s>`."
-        if not isinstance(text, str):
-            raise TypeError(f"`text` must be a string, got {type(text).__name__}")
-        ids = [self.ids.get(p, self.unk) for p in self.pieces(text)]
-        return [self.bos] * bos + ids + [self.eos] * eos
-
-    def decode(self, ids) -> str:
-        "Text from token ids (a list or a 1-D tensor): stops at `</s>`, skips `<pad>` and `<s>`."
-        out = []
-        for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
-            if i == self.eos:
-                break
-            if i not in (self.pad, self.bos):
-                out.append(self.vocab[i] if 0 <= i < len(self.vocab) else self.specials[self.unk])
-        return detokenize(out)
-
-    def state_dict(self) -> dict:
-        "Plain lists and strings: fits in a checkpoint loaded with `weights_only=True`."
-        return {"alphabet": self.alphabet, "merges": [list(m) for m in self.merges]}
-
-    @classmethod
-    def from_state_dict(cls, state: dict) -> "Tokenizer":
-        return cls(state["alphabet"], state["merges"])
-
-# %% ../nbs/09_translation.ipynb #bfa8bddf
-def encode_pairs(pairs, tokenizer: Tokenizer, max_len: int | None = None) -> list[tuple[list[int], list[int]]]:
-    """Token ids of each `(source, target)` pair, between `<s>` and `</s>`; pairs longer than `max_len` tokens are
-    dropped."""
-    out = []
-    for src, tgt in pairs:
-        s, t = tokenizer.encode(src, True, True), tokenizer.encode(tgt, True, True)
-        if max_len is None or max(len(s), len(t)) <= max_len:
-            out.append((s, t))
-    return out
-
-
-def _pad(seqs: list[list[int]], padding_idx: int) -> torch.Tensor:
-    "Lists of ids -> `(len(seqs), longest)` tensor, padded at the end."
-    return pad_sequence([torch.tensor(s, dtype=torch.long) for s in seqs], batch_first=True, padding_value=padding_idx)
-
-
-def bucket_batches(
-    examples, max_tokens: int, shuffle: bool = True, seed: int = 0, padding_idx: int = Tokenizer.pad
-) -> list[Batch]:
-    """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when
-    `shuffle`),
-    cut so that `sentences * longest sequence <= max_tokens`, then (when `shuffle`) the batches shuffled."""
-    if max_tokens < 1:
-        raise ValueError(f"`max_tokens` must be positive, got {max_tokens}")
-    rng = random.Random(seed)
-    noise = [rng.random() if shuffle else 0.0 for _ in examples]
-    order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1]), noise[i]))
-    groups, group, longest = [], [], 0
-    for i in order:
-        n = max(len(examples[i][0]), len(examples[i][1]))
-        if group and max(longest, n) * (len(group) + 1) > max_tokens:
-            groups.append(group)
-            group, longest = [], 0
-        group.append(i)
-        longest = max(longest, n)
-    if group:
-        groups.append(group)
-    if shuffle:
-        rng.shuffle(groups)
-    pad = lambda seqs: _pad(seqs, padding_idx)
-    return [Batch(pad([examples[i][0] for i in g]), pad([examples[i][1] for i in g]), padding_idx) for g in groups]
-
-# %% ../nbs/09_translation.ipynb #d03e1dc4
-def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.6,
-              batch_size: int = 100, precision: str = "fp32") -> list[str]:
-    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
-    order.
-    Sentences are decoded in batches of similar length, each output at most input length + 50 tokens. `precision`:
-    "fp32", "bf16" or "auto" (appendix 13)."""
-    if isinstance(sentences, str):
-        raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
-    device, limit = next(model.parameters()).device, max_positions(model)
-    ids = [tokenizer.encode(s, True, True) for s in sentences]
-    for n, x in enumerate(ids):
-        if limit is not None and len(x) > limit:
-            raise ValueError(
-                f"sentence {n + 1} is {len(x)} tokens long (with <s> and </s>), but this model reads at most "
-                f"{limit} (its max_len): split it into shorter sentences"
-            )
-    order = sorted(range(len(ids)), key=lambda n: len(ids[n]))          # similar lengths share a batch
-    out = [""] * len(ids)
-    for i in range(0, len(ids), batch_size):
-        chunk = order[i: i + batch_size]
-        src = _pad([ids[n] for n in chunk], tokenizer.pad).to(device)    # (batch, len_src)
-        src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
-        max_len = src.size(1) + 50                                        # the paper's limit: input + 50
-        max_len = min(max_len, limit) if limit is not None else max_len
-        if beam_size == 1:
-            ys = greedy_decode(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, tokenizer.pad,
-                               precision=precision)
-        else:
-            ys, _ = beam_search(model, src, src_mask, max_len, tokenizer.bos, tokenizer.eos, beam_size,
-                                length_penalty, tokenizer.pad, precision=precision)
-        for n, y in zip(chunk, ys):                                       # ys: (batch, <= max_len)
-            out[n] = tokenizer.decode(y)
-    return out
-
-
-def bleu(hypotheses: list[str], references: list[str], lowercase: bool = False, tokenized: bool = False):
-    """Corpus BLEU by sacrebleu on detokenized text, `.score` 0-100; by default its standard settings (13a tokenization,
-    cased). `lowercase`, `tokenized`: the variant many published tables report, on lowercased text split into words and
-    punctuation marks (`pre_tokenize`, so hyphens and apostrophes become tokens of their own)."""
-    if not hypotheses:
-        raise ValueError("`hypotheses` is empty: BLEU needs at least one sentence")
-    if len(hypotheses) != len(references):
-        raise ValueError(
-            f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}"
-        )
-    if tokenized:
-        split = lambda s: " ".join(w.lstrip(SPACE) for w in pre_tokenize(s))
-        hypotheses, references = [split(h) for h in hypotheses], [split(r) for r in references]
-    return _bleu_metric(lowercase, tokenized).corpus_score(hypotheses, [references])
-
-
-def bleu_signature(lowercase: bool = False, tokenized: bool = False) -> str:
-    """sacreBLEU's signature of `bleu`'s settings, one reference per sentence: print it beside a score so others can
-    compare."""
-    metric = _bleu_metric(lowercase, tokenized)
-    metric.corpus_score(["a"], [["a"]])                               # the signature records the number of references
-    return metric.get_signature().format()
-
-
-def _bleu_metric(lowercase: bool, tokenized: bool):
-    try:
-        import sacrebleu
-    except ImportError as e:
-        raise ImportError(
-            "bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)"
-        ) from e
-    return sacrebleu.BLEU(lowercase=lowercase, tokenize="none" if tokenized else "13a")
-
+__all__ = ['TranslationConfig', 'train_translation']
 
 # %% ../nbs/09_translation.ipynb #887150f2
 @dataclass
@@ -411,13 +65,20 @@ def train_translation(
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
     token, and greedy BLEU on the first `bleu_sentences` of `val_pairs` (default: all). `save`: a checkpoint (with the
-    tokenizer)
-    written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs`, `config.device` and
-    `config.precision` are taken from `config`); `world`: several processes (chapter 10)."""
+    tokenizer) written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs`,
+    `config.device` and `config.precision` are taken from `config`, and `train_pairs` must be the saved run's);
+    `world`: several processes (chapter 10)."""
+    data = _fingerprint(train_pairs)
     if resume is not None:
-        saved = read_checkpoint(resume, kind="translation")["extra"]["config"]
-        config = TranslationConfig(**{**saved, "epochs": config.epochs, "device": config.device,
-                             "precision": config.precision})
+        extra = read_checkpoint(resume, kind="translation")["extra"]
+        if not extra.get("config"):
+            raise CheckpointError(resume, "a translator without its training run (save_translator keeps the model and "
+                                  "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
+        if extra.get("data", data) != data:
+            raise ValueError(f"`train_pairs` are not the data of the run saved in {resume} ({extra['data']}, now "
+                             f"{data}): resume with the same pairs, or start a new run")
+        config = TranslationConfig(**{**extra["config"], "epochs": config.epochs, "device": config.device,
+                                      "precision": config.precision})
         model, tokenizer, _ = load_translator(resume, config.device)
     else:
         torch.manual_seed(config.seed)
@@ -446,24 +107,11 @@ def train_translation(
                     config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate, on_epoch=on_epoch,
                     save=save, resume=resume, kind="translation", progress=progress, world=world,
                     precision=config.precision,
-                    extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config)})
+                    extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config), "data": data})
     return model, tokenizer, history
 
 
-def save_translator(path, model, tokenizer: Tokenizer, history: list | None = None):
-    "Save a trained model with its tokenizer (and training history) in one checkpoint, atomically."
-    save_checkpoint(path, model, extra={"tokenizer": tokenizer.state_dict(), "history": history or []},
-                    kind="translation")
-
-
-def load_translator(path, map_location="cpu"):
-    "`(model, tokenizer, history)` from a checkpoint written by `save_translator` or `train_translation(save=...)`."
-    ckpt = read_checkpoint(path, map_location, kind="translation")
-    try:
-        tokenizer = Tokenizer.from_state_dict(ckpt["extra"]["tokenizer"])
-    except Exception as e:
-        raise CheckpointError(path, f"its tokenizer is malformed ({type(e).__name__})") from None
-    vocab = {ckpt["config"]["src_vocab"], ckpt["config"]["tgt_vocab"]}
-    if vocab != {len(tokenizer)}:
-        raise CheckpointError(path, f"its tokenizer has {len(tokenizer)} tokens, the model's vocabulary {max(vocab)}")
-    return model_from_checkpoint(path, map_location), tokenizer, ckpt["extra"].get("history", [])
+def _fingerprint(pairs) -> str:
+    "How many sentence pairs, and a short hash of their text: enough to tell two training sets apart."
+    digest = hashlib.sha256("\n".join(f"{a}\t{b}" for a, b in pairs).encode()).hexdigest()
+    return f"{len(pairs)} pairs, sha256 {digest[:12]}"
