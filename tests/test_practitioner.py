@@ -3,6 +3,7 @@ log files, and the package's main names. (The notebooks test the rest: chapter 0
 chapter 20 the command line's refusals.)"""
 import errno
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -239,3 +240,30 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
     more = TranslationConfig(**{**asdict(config), "epochs": 2})
     _, _, history = train_translation(more, pairs, pairs[:4], resume=run, progress=False)
     assert [r["epoch"] for r in history] == [1, 2]
+
+
+def test_checkpoints_refuse_at_save_time_what_they_could_not_load(tmp_path):
+    "A `Path` or a NumPy number in `extra` is refused by `save_checkpoint`, naming where it is, and nothing is written."
+    import numpy as np
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    for extra, where in [({"out": tmp_path}, "extra['out']"), ({"history": [{"bleu": np.float64(1.0)}]},
+                                                                 "extra['history'][0]['bleu']")]:
+        with pytest.raises(ValueError, match=re.escape(f"`{where}` is a")):
+            save_checkpoint(tmp_path / "m.pt", model, extra=extra)
+    assert not (tmp_path / "m.pt").exists()
+    save_checkpoint(tmp_path / "m.pt", model, extra={"note": "ok", "sizes": (1, 2.5, None, True), "t": torch.ones(2)})
+    assert read_checkpoint(tmp_path / "m.pt")["extra"]["sizes"] == (1, 2.5, None, True)
+
+
+def test_train_resumes_only_a_whole_run(tmp_path):
+    "A checkpoint with a model but no optimizer state or history is refused by `train(resume=)` in one line."
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.fit import train
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
+    save_checkpoint(tmp_path / "bare.pt", model)
+    with pytest.raises(CheckpointError, match=r"not a training run to resume \(no optimizer, scheduler, history"):
+        train(model, [Batch(seq, seq, padding_idx=0)], 2, resume=tmp_path / "bare.pt", progress=False)
+    history = train(model, [Batch(seq, seq, padding_idx=0)], 1, save=tmp_path / "run.pt", progress=False)
+    more = train(model, [Batch(seq, seq, padding_idx=0)], 2, resume=tmp_path / "run.pt", progress=False)
+    assert [r["epoch"] for r in history] == [1] and [r["epoch"] for r in more] == [1, 2]

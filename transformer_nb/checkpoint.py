@@ -27,6 +27,7 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
     Python data, e.g. a tokenizer) and `kind` (what the model is for, e.g. 'copy') to `path`, atomically."""
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
+    _check_plain(extra, "extra")
     checkpoint = {
         "format": CHECKPOINT_FORMAT,
         "kind": kind,
@@ -43,6 +44,22 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
 
 
 CHECKPOINT_FORMAT = "transformer-nb checkpoint 1"
+_PLAIN = (type(None), bool, int, float, str, torch.Tensor)
+
+
+def _check_plain(value, where: str):
+    "Refuse, when saving, what the safe loader would refuse when loading: only plain data and tensors."
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_plain(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, (str, int)):
+                raise ValueError(f"`{where}` has a key {k!r} of type {type(k).__name__}: use strings")
+            _check_plain(v, f"{where}[{k!r}]")
+    elif type(value) not in _PLAIN and not isinstance(value, torch.Tensor):
+        raise ValueError(f"`{where}` is a {type(value).__name__}, which a checkpoint cannot hold (the safe loader "
+                         f"would refuse it): convert it to a number, string, list or dict")
 
 
 # %% ../nbs/12_fit.ipynb #7bf0217d

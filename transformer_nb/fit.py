@@ -23,10 +23,13 @@ __all__ = ['load_checkpoint', 'SingleProcess', 'train']
 #| code-fold: true
 #| code-summary: Show the code (restoring a run from a checkpoint)
 def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="cpu",
-                    restore_rng: bool = False) -> tuple[TrainState, dict]:
+                    restore_rng: bool = False, resume: bool = False) -> tuple[TrainState, dict]:
     """Load weights into `model`, and state into `optimizer`/`scheduler` when given.
-    Returns the saved `TrainState` and the `extra` data saved with it."""
+    Returns the saved `TrainState` and the `extra` data saved with it. `resume`: the file must hold a whole run
+    (as `train(save=...)` writes it): the optimizer's and scheduler's states when those are given, and a history."""
     ckpt = read_checkpoint(path, map_location)
+    if resume:
+        _check_run(path, ckpt, optimizer, scheduler)
     model.load_state_dict(ckpt["model"])
     for name, target in (("optimizer", optimizer), ("scheduler", scheduler)):
         if target is not None and ckpt.get(name) is not None:
@@ -44,6 +47,19 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
     except TypeError as e:
         raise CheckpointError(path, f"a malformed train_state ({e})") from None
     return state, ckpt.get("extra") or {}
+
+
+def _check_run(path, ckpt, optimizer, scheduler):
+    "Refuse, in one line, a checkpoint that holds a model but not the run `train(resume=...)` would continue."
+    missing = [name for name, target in (("optimizer", optimizer), ("scheduler", scheduler))
+               if target is not None and ckpt.get(name) is None]
+    history = (ckpt.get("extra") or {}).get("history")
+    if not isinstance(history, list) or [r.get("epoch") if isinstance(r, dict) else None for r in history] != list(
+            range(1, len(history) + 1)):
+        missing.append("history (one record per epoch)")
+    if missing:
+        raise CheckpointError(path, f"it holds a model but not a training run to resume (no {', '.join(missing)}): "
+                              "resume files written by train(save=...)", ours=True)
 
 
 def _restore_rng(ckpt):
@@ -118,7 +134,8 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     state, history, extra = TrainState(), [], dict(extra or {})
     if resume is not None:
         # read on the CPU: loading copies weights and optimizer state to the model's device, the RNG stays on the CPU
-        state, saved = load_checkpoint(resume, model, optimizer, scheduler, map_location="cpu", restore_rng=True)
+        state, saved = load_checkpoint(resume, model, optimizer, scheduler, map_location="cpu", restore_rng=True,
+                                       resume=True)
         history = list(saved.get("history", []))
         extra = {**{k: v for k, v in saved.items() if k != "history"}, **extra}   # the saved data travel on
         if history and stop is not None and stop(history):              # it had already finished
