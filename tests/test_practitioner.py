@@ -232,7 +232,7 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
                                precision="fp32")
     run = tmp_path / "run.pt"
     model, tokenizer, _ = train_translation(config, pairs, pairs[:4], save=run, progress=False)
-    with pytest.raises(ValueError, match=r"`train_pairs` are not the data of the run saved in .*40 pairs"):
+    with pytest.raises(CheckpointError, match=r"its run trained on other data \(40 pairs.*`train_pairs` now: 39"):
         train_translation(config, pairs[:-1], pairs[:4], resume=run, progress=False)
     save_translator(tmp_path / "translator.pt", model, tokenizer)
     with pytest.raises(CheckpointError, match="it cannot be resumed"):

@@ -104,7 +104,7 @@ LAYERS = [
     ("conversion", ["interop"]),
     ("tasks", ["copy_task", "translation", "text"]),
     ("processes", ["distributed"]),
-    ("the command line", ["cli"]),
+    ("the command line", ["commands", "cli"]),
 ]
 
 

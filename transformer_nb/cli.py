@@ -6,30 +6,24 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
+import inspect
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from .masks import padding_mask
-from .model import make_model, parameter_table
-from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
-from .files import check_save_path
-from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
-from .decoding import greedy_decode
-from .bleu import bleu
-from .data import load_multi30k
-from .translation import TranslationConfig, train_translation
-from .translator import translate, load_translator
-from .distributed import world_from_env
+from .checkpoint import CheckpointError
+from .commands import UsageError, _copy, _summary, _translate
+from .copy_task import CopyConfig
+from .model import make_model
+from .translation import TranslationConfig
 
 # %% auto #0
-__all__ = ['build_parser', 'main']
+__all__ = ['FIELDS', 'ALIASES', 'build_parser', 'main']
 
 # %% ../nbs/20_cli.ipynb #eed3c74b
 #| code-fold: true
-#| code-summary: Show the code (argparse: the options, then what each command does)
+#| code-summary: Show the code (argparse: every option once, from the fields it sets)
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -51,216 +45,58 @@ def _probability(text: str) -> float:
     return value
 
 
-def _add_model_args(p: argparse.ArgumentParser):
-    g = p.add_argument_group("model (make_model's arguments; defaults are the paper's base model)")
-    g.add_argument("--src-vocab", type=_positive, default=37000, help="source vocabulary size (default: 37000)")
-    g.add_argument("--tgt-vocab", type=_positive, default=37000, help="target vocabulary size (default: 37000)")
-    g.add_argument("--N", type=_positive, default=6, help="layers per stack (default: 6)")
-    g.add_argument("--d-model", type=_positive, default=512, help="model width (default: 512)")
-    g.add_argument("--d-ff", type=_positive, default=2048, help="feed-forward width (default: 2048)")
-    g.add_argument("--h", type=_positive, default=8, help="attention heads; must divide d_model (default: 8)")
-    g.add_argument("--dropout", type=_probability, default=0.1, help="dropout probability (default: 0.1)")
-    g.add_argument("--pre-norm", action="store_true", help="pre-norm layers instead of the paper's post-norm")
-    g.add_argument("--learned-pos", action="store_true", help="learned positional table instead of sinusoids")
-    g.add_argument("--tie-weights", action="store_true", help="share the target embedding with the output projection")
-    g.add_argument(
-        "--share-embeddings", action="store_true", help="share source and target embeddings (needs equal vocabularies)"
-    )
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2**63), got {text}")
+    return value
 
 
-def _model_from_args(a: argparse.Namespace):
-    return make_model(a.src_vocab, a.tgt_vocab, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, dropout=a.dropout,
-                      pre_norm=a.pre_norm, learned_pos=a.learned_pos, tie_weights=a.tie_weights,
-                      share_embeddings=a.share_embeddings)
+# Every option that sets a field of make_model, CopyConfig or TranslationConfig, once: its check and its help. The
+# option is the field's name (`--d-model` sets `d_model`); its default is the field's default in the command's recipe.
+FIELDS = {
+    "src_vocab": (_positive, "source vocabulary size"),
+    "tgt_vocab": (_positive, "target vocabulary size"),
+    "vocab_size": (_positive, "joint BPE vocabulary of both languages"),
+    "N": (_positive, "layers per stack"),
+    "d_model": (_positive, "model width"),
+    "d_ff": (_positive, "feed-forward width"),
+    "h": (_positive, "attention heads; must divide d_model"),
+    "dropout": (_probability, "dropout probability"),
+    "pre_norm": (bool, "pre-norm layers instead of the paper's post-norm"),
+    "learned_pos": (bool, "a learned positional table instead of sinusoids"),
+    "tie_weights": (bool, "share the target embedding with the output projection"),
+    "share_embeddings": (bool, "share source and target embeddings (needs equal vocabularies)"),
+    "batch_size": (_positive, "sequences per batch"),
+    "max_tokens": (_positive, "tokens per batch (sentences x the longest one)"),
+    "epochs": (_positive, "epochs to train, at most (the copy task stops at 100%% exact copies)"),
+    "seed": (_seed, "random seed"),
+    "device": (["cpu", "cuda"], "where to train and decode"),
+    "precision": (["fp32", "bf16", "auto"], "bf16: matrix products in bfloat16 (autocast), weights in float32; "
+                                            "auto: bf16 where the device has bfloat16 instructions"),
+    "beam_size": (_positive, "beam size for the test set and --sentence; 1 decodes greedily"),
+    "length_penalty": (_non_negative, "beam search's length penalty alpha; 0: none"),
+}
+ALIASES = {"beam_size": ["--beam"]}                      # an older name, still accepted
 
 
-def _summary(a: argparse.Namespace) -> int:
-    model = _model_from_args(a)
-    print(", ".join(f"{k}={v}" for k, v in model.config.items()))
-    print(parameter_table(model))
-    return 0
-
-
-def _check_paths(a: argparse.Namespace):
-    "Refuse `--device cuda` without CUDA, and unusable `--checkpoint`, `--resume` or `--save` paths, before any work."
-    if a.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: CUDA is not available on this machine (use --device cpu)")
-    for flag in ("checkpoint", "resume"):
-        path = getattr(a, flag)
-        if path is not None and not Path(path).is_file():
-            raise ValueError(f"--{flag} {path}: no such file")
-    if a.resume is not None and a.save is None:
-        a.save = a.resume                                    # a resumed run keeps saving where it was saved
-    if a.save is not None:
-        same = a.resume is not None and Path(a.save).resolve() == Path(a.resume).resolve()
-        if Path(a.save).is_file() and not same:
-            raise ValueError(f"--save {a.save}: the file exists; choose another name, delete it, or continue "
-                             f"that run with --resume {a.save}")
-        a.save = check_save_path(a.save, "--save")
-
-
-def _world(a: argparse.Namespace):
-    """The processes training together: several when started by torchrun (each on its own device; only the main
-    process prints), else this one alone."""
-    world = world_from_env(a.device)
-    a.quiet = not world.is_main
-    if world.size > 1:
-        a.device = str(world.device)
-        if a.quiet:
-            sys.stdout = open(os.devnull, "w")                # the main process prints for all
-        print(f"{world.size} processes ({world.backend}), {torch.get_num_threads()} thread(s) each; "
-              f"each batch is split between them", flush=True)
-    return world
-
-
-def _train(a: argparse.Namespace, run):
-    "Call `run(on_epoch)`. On Ctrl-C, say what was kept and exit 130 instead of printing a traceback."
-    finished = []
-    try:
-        return run(finished.append)
-    except KeyboardInterrupt:
-        if a.quiet:
-            raise SystemExit(130)
-        if a.save is not None and finished:
-            print(f"\ninterrupted: the model after epoch {finished[-1]['epoch']} is in {a.save}; "
-                  f"continue with --resume {a.save}", file=sys.stderr)
-        elif a.save is not None:
-            print("\ninterrupted before the first epoch finished: nothing was saved", file=sys.stderr)
+def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict, names: list[str]):
+    "Options for the fields `names`, with the defaults of the recipe the command fills."
+    group = parser.add_argument_group(title)
+    for name in names:
+        kind, text = FIELDS[name]
+        flags = ["--" + name.replace("_", "-"), *ALIASES.get(name, [])]
+        default = defaults[name]
+        if kind is bool:
+            group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=text)
+        elif isinstance(kind, list):
+            group.add_argument(*flags, dest=name, choices=kind, default=default, help=f"{text} (default: {default})")
         else:
-            print(
-                "\ninterrupted: nothing was saved (--save PATH keeps a checkpoint after every epoch)", file=sys.stderr
-            )
-        raise SystemExit(130)
+            group.add_argument(*flags, dest=name, type=kind, default=default, help=f"{text} (default: {default})")
 
 
-def _copy(a: argparse.Namespace) -> int:
-    _check_paths(a)
-    world = _world(a)
-    if a.checkpoint is not None:
-        kind = read_checkpoint(a.checkpoint, a.device)["kind"]
-        if kind not in ("copy", "plain"):
-            raise CheckpointError(a.checkpoint, f"a checkpoint of a {kind} model, not of a copy-task model", ours=True)
-        model = model_from_checkpoint(a.checkpoint, map_location=a.device)
-        held = held_out_set(vocab=model.config["src_vocab"])
-        print(
-            f"loaded {a.checkpoint}: "
-            + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h"))
-        )
-    else:
-        config = CopyConfig(seed=a.seed, epochs=a.epochs, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h,
-                            pre_norm=a.pre_norm, batch_size=a.batch_size, device=a.device, precision=a.precision)
-        if a.resume is not None:
-            config = CopyConfig(**{**read_checkpoint(a.resume, kind="copy")["extra"]["config"], "epochs": a.epochs,
-                                   "device": a.device, "precision": a.precision})
-        held = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
-        print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={config.N}, "
-              f"d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, batch {config.batch_size}, "
-              f"{config.batches_per_epoch} batches per epoch, seed {config.seed}", flush=True)
-        report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
-                                 f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
-        model, history = _train(a, lambda done: train_copy(config, held_out=held, save=a.save, resume=a.resume,
-                                                           on_epoch=lambda r: (report(r), done(r)), world=world))
-        if a.save is not None:
-            print(f"saved the model to {a.save}")
-    if world.size > 1:
-        world.close()
-        if a.quiet:                                           # training is shared; evaluating is the main process's
-            return 0
-    accuracy = copy_accuracy(model, held)
-    print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
-    examples = held[: a.examples].to(a.device)
-    out = greedy_decode(model, examples, padding_mask(examples, PAD), max_len=examples.size(1),
-                        start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
-    show = lambda t: " ".join(str(v) for v in t.tolist() if v not in (PAD, BOS, EOS))
-    for s, o in zip(examples, out):
-        print(f"  {show(s):30s} -> {show(o):30s} {'ok' if show(s) == show(o) else 'WRONG'}")
-    return 0
-
-
-def _translate_data(a: argparse.Namespace, split: str):
-    if a.data is not None and not Path(a.data).is_dir():
-        raise ValueError(f"--data {a.data}: not a folder (expected one holding the six Multi30k .gz files)")
-    try:
-        return load_multi30k(split, a.data)
-    except OSError as e:                         # no internet, or a missing file in --data
-        raise ValueError(f"cannot read Multi30k ({e}); pass --data DIR with a local copy") from e
-
-
-def _translate(a: argparse.Namespace) -> int:
-    _check_paths(a)
-    world = _world(a)
-    if a.checkpoint is not None:
-        model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
-        print(
-            f"loaded {a.checkpoint}: {len(tokenizer)} tokens, "
-            + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h"))
-        )
-    else:
-        config = TranslationConfig(
-            vocab_size=a.vocab_size,
-            N=a.N,
-            d_model=a.d_model,
-            d_ff=a.d_ff,
-            h=a.h,
-            epochs=a.epochs,
-            max_tokens=a.max_tokens,
-            seed=a.seed,
-            device=a.device,
-            precision=a.precision,
-        )
-        if a.resume is not None:
-            config = TranslationConfig(**{**read_checkpoint(a.resume, kind="translation")["extra"]["config"],
-                                          "epochs": a.epochs, "device": a.device, "precision": a.precision})
-        train_pairs = _translate_data(a, "train")[: a.train_pairs]
-        val_pairs = _translate_data(a, "val")
-        print(
-            f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} Multi30k "
-            f"pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
-            f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs",
-            flush=True,
-        )
-        report = lambda r: print(
-            f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
-            f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s",
-            flush=True,
-        )
-        model, tokenizer, history = _train(a, lambda done: train_translation(
-            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (report(r), done(r)),
-            world=world))
-        if a.save is not None:
-            print(f"saved the model and its tokenizer to {a.save}")
-    if world.size > 1:
-        world.close()
-        if a.quiet:                                           # training is shared; evaluating is the main process's
-            return 0
-    decoder = "greedy" if a.beam == 1 else f"beam {a.beam}, length penalty {a.length_penalty}"
-    decode = lambda sentences: translate(model, tokenizer, sentences, beam_size=a.beam, length_penalty=a.length_penalty,
-                                         precision=a.precision)
-    if a.sentence:
-        for s, t in zip(a.sentence, decode(a.sentence)):
-            print(f"{s}\n  -> {t}")
-        return 0
-    test = _translate_data(a, "test")[: a.test_sentences]
-    hypotheses = decode([de for de, _ in test])
-    print(
-        f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): "
-        f"{bleu(hypotheses, [en for _, en in test])}"
-    )
-    for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
-        print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
-    return 0
-
-
-def _add_run_args(p: argparse.ArgumentParser, what: str, precision: str):
-    "The options `copy` and `translate` share: where to run, and what to keep; `precision`: the recipe's default."
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train and decode (default: cpu)")
-    p.add_argument(
-        "--precision",
-        choices=["fp32", "bf16", "auto"],
-        default=precision,
-        help="bf16: matrix products in "
-        f"bfloat16 (autocast), weights in float32; auto: bf16 where the device is fast at it (default: {precision})",
-    )
+def _add_run_args(p: argparse.ArgumentParser, what: str):
+    "The options `copy` and `translate` share beyond their recipe: threads, and what to keep."
     p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core). Two PyTorch processes "
                    "on the same cores slow each other down ten times or more: run one at a time, or split the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
@@ -275,69 +111,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="transformer-nb", description="The encoder-decoder Transformer of "
                                      "'Attention Is All You Need', from the transformer_nb notebooks.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    d = CopyConfig()
     c = sub.add_parser("copy", help="train the copy task (or load a checkpoint), print accuracy and examples")
-    c.add_argument("--seed", type=int, default=d.seed, help=f"random seed (default: {d.seed})")
-    c.add_argument(
-        "--epochs",
-        type=_positive,
-        default=d.epochs,
-        help=f"at most this many epochs of {d.batches_per_epoch} batches; stops at 100%% (default: {d.epochs})",
-    )
-    c.add_argument("--N", type=_positive, default=d.N, help=f"layers per stack (default: {d.N})")
-    c.add_argument("--d-model", type=_positive, default=d.d_model, help=f"model width (default: {d.d_model})")
-    c.add_argument("--d-ff", type=_positive, default=d.d_ff, help=f"feed-forward width (default: {d.d_ff})")
-    c.add_argument("--h", type=_positive, default=d.h, help=f"attention heads (default: {d.h})")
-    c.add_argument("--pre-norm", action="store_true", help="pre-norm layers instead of post-norm")
-    c.add_argument(
-        "--batch-size", type=_positive, default=d.batch_size, help=f"sequences per batch (default: {d.batch_size})"
-    )
-    _add_run_args(c, "the model", d.precision)
+    d = asdict(CopyConfig())
+    _add_fields(c, f"the recipe (CopyConfig; an epoch is {d['batches_per_epoch']} batches)", d,
+                ["N", "d_model", "d_ff", "h", "pre_norm", "batch_size", "epochs", "seed", "device", "precision"])
+    _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
     c.set_defaults(run=_copy)
     t = sub.add_parser(
         "translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations"
     )
-    dt = TranslationConfig()
     t.add_argument("--data", metavar="DIR", help="local folder with the Multi30k files (default: download into "
                    "~/.cache/transformer_nb, or $TRANSFORMER_NB_CACHE)")
-    t.add_argument("--epochs", type=_positive, default=dt.epochs, help=f"epochs (default: {dt.epochs})")
-    t.add_argument(
-        "--train-pairs",
-        type=_positive,
-        default=None,
-        help="train on the first this many pairs only (default: all 29000)",
-    )
-    t.add_argument(
-        "--vocab-size", type=_positive, default=dt.vocab_size, help=f"joint BPE vocabulary (default: {dt.vocab_size})"
-    )
-    t.add_argument("--N", type=_positive, default=dt.N, help=f"layers per stack (default: {dt.N})")
-    t.add_argument("--d-model", type=_positive, default=dt.d_model, help=f"model width (default: {dt.d_model})")
-    t.add_argument("--d-ff", type=_positive, default=dt.d_ff, help=f"feed-forward width (default: {dt.d_ff})")
-    t.add_argument("--h", type=_positive, default=dt.h, help=f"attention heads (default: {dt.h})")
-    t.add_argument(
-        "--max-tokens", type=_positive, default=dt.max_tokens, help=f"tokens per batch (default: {dt.max_tokens})"
-    )
-    t.add_argument("--seed", type=int, default=dt.seed, help=f"random seed (default: {dt.seed})")
-    _add_run_args(t, "the model and its tokenizer", dt.precision)
-    t.add_argument(
-        "--beam", type=_positive, default=dt.beam_size, help=f"beam size; 1 decodes greedily (default: {dt.beam_size})"
-    )
-    t.add_argument("--length-penalty", type=_non_negative, default=dt.length_penalty,
-                   help=f"beam search's length penalty alpha; 0: none (default: {dt.length_penalty})")
+    t.add_argument("--train-pairs", type=_positive, default=None,
+                   help="train on the first this many pairs only (default: all 29000)")
+    _add_fields(t, "the recipe (TranslationConfig)", asdict(TranslationConfig()),
+                ["vocab_size", "N", "d_model", "d_ff", "h", "max_tokens", "epochs", "seed", "device", "precision",
+                 "beam_size", "length_penalty"])
+    _add_run_args(t, "the model and its tokenizer")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
-    t.add_argument(
-        "--test-sentences",
-        type=_positive,
-        default=1000,
-        help="score the first this many test sentences (default: 1000)",
-    )
+    t.add_argument("--test-sentences", type=_positive, default=1000,
+                   help="score the first this many test sentences (default: 1000)")
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
     t.set_defaults(run=_translate)
-    p = sub.add_parser("summary", help="build a model and print its parameter count by part")
-    _add_model_args(p)
-    p.set_defaults(run=_summary)
+    s = sub.add_parser("summary", help="build a model and print its parameter count by part")
+    defaults = {k: p.default for k, p in inspect.signature(make_model).parameters.items()}
+    _add_fields(s, "the model (make_model's arguments; defaults: the paper's base model)",
+                {**defaults, "src_vocab": 37000, "tgt_vocab": 37000},
+                ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
+                 "tie_weights", "share_embeddings"])
+    s.set_defaults(run=_summary)
     return parser
 
 
@@ -354,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         return args.run(args)
+    except UsageError as e:                       # a command line the commands cannot run: name the option
+        parser.error(str(e))
     except CheckpointError as e:                  # one line, no usage and no traceback
         flag = "--resume" if getattr(args, "resume", None) and Path(e.path) == Path(args.resume) else "--checkpoint"
         parser.exit(2, f"transformer-nb: error: {flag} {e}\n")
-    except ValueError as e:                       # e.g. d_model not divisible by h: a usage error, not a crash
-        parser.error(str(e))
     except OSError as e:                          # e.g. the disk filled up while saving
         where = f" ({e.filename})" if e.filename else ""
         parser.exit(1, f"transformer-nb: error: {e.strerror or e}{where}\n")

@@ -75,8 +75,8 @@ def train_translation(
             raise CheckpointError(resume, "a translator without its training run (save_translator keeps the model and "
                                   "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
         if extra.get("data", data) != data:
-            raise ValueError(f"`train_pairs` are not the data of the run saved in {resume} ({extra['data']}, now "
-                             f"{data}): resume with the same pairs, or start a new run")
+            raise CheckpointError(resume, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
+                                  f"{data}): resume with the same pairs, or start a new run", ours=True)
         config = TranslationConfig(**{**extra["config"], "epochs": config.epochs, "device": config.device,
                                       "precision": config.precision})
         model, tokenizer, _ = load_translator(resume, config.device)
