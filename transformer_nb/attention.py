@@ -14,24 +14,9 @@ from torch import nn
 from .embedding import check_activations
 
 # %% auto #0
-__all__ = ['check_mask', 'attention', 'sdpa_attention', 'MultiHeadedAttention', 'store_attention_weights']
+__all__ = ['attention', 'check_mask', 'sdpa_attention', 'MultiHeadedAttention', 'store_attention_weights']
 
 # %% ../nbs/02_attention.ipynb #41e92ff3
-def check_mask(mask, shape: tuple, name: str = "mask"):
-    "Raise a clear error unless `mask` is a boolean keep-mask that broadcasts to `shape`."
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"`{name}` must be a boolean keep-mask (True = may attend), got "
-                        f"{getattr(mask, 'dtype', type(mask).__name__)}; see transformer_nb.masks for converters")
-    try:
-        fits = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
-        raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
-
-
 def attention(query, key, value, mask=None, dropout=None):
     """Scaled dot-product attention; returns `(output, weights)`.
 
@@ -51,6 +36,23 @@ def attention(query, key, value, mask=None, dropout=None):
         p_attn = dropout(p_attn)
     # (..., len_q, len_k) @ (..., len_k, d_v) -> (..., len_q, d_v)
     return p_attn @ value, p_attn
+
+# %% ../nbs/02_attention.ipynb #608d869d
+#| code-fold: true
+#| code-summary: Show the code (checking a mask)
+def check_mask(mask, shape: tuple, name: str = "mask"):
+    "Raise a clear error unless `mask` is a boolean keep-mask that broadcasts to `shape`."
+    if mask is None:
+        return
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"`{name}` must be a boolean keep-mask (True = may attend), got "
+                        f"{getattr(mask, 'dtype', type(mask).__name__)}; see transformer_nb.masks for converters")
+    try:
+        fits = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
 
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
