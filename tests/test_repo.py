@@ -147,3 +147,9 @@ def test_every_module_is_written_by_one_notebook():
     written = [m for ms in by_notebook.values() for m in ms]
     assert len(written) == len(set(written)), by_notebook
     assert set(written) == {p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_")}
+
+
+def test_every_module_has_one_concern_in_at_most_250_lines():
+    long = {p.name: n for p in (ROOT / "transformer_nb").glob("*.py") if not p.name.startswith("_")
+            and (n := len(p.read_text(encoding="utf-8").splitlines())) > 250}
+    assert not long, f"modules over 250 lines: {long}"

@@ -125,7 +125,7 @@ def _length_penalty(length, alpha: float):
     "GNMT's length penalty lp = ((5 + length) / 6) ** alpha; `length` counts generated tokens, end symbol included."
     return ((5.0 + length) / 6.0) ** alpha
 
-
+# %% ../nbs/06_decoding.ipynb #46d9322f
 @torch.no_grad()
 def beam_search(
     model,

@@ -217,28 +217,16 @@ def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, t
     for name, emb in (("src_embedding", src_embedding), ("tgt_embedding", tgt_embedding)):
         if not isinstance(emb, nn.Embedding) or emb.embedding_dim != d_model:
             raise ValueError(f"`{name}` must be an nn.Embedding of width d_model={d_model}")
-    if generator is not None and (generator.in_features, generator.out_features) != (
-        d_model,
-        tgt_embedding.num_embeddings,
-    ):
-        raise ValueError(f"`generator` must be an nn.Linear({d_model}, {tgt_embedding.num_embeddings})")
+    shape = (d_model, tgt_embedding.num_embeddings)
+    if generator is not None and (generator.in_features, generator.out_features) != shape:
+        raise ValueError(f"`generator` must be an nn.Linear{shape}")
     layer = enc.layers[0]
-    model = make_model(
-        src_embedding.num_embeddings,
-        tgt_embedding.num_embeddings,
-        N=len(enc.layers),
-        d_model=d_model,
-        d_ff=layer.feed_forward.w_1.out_features,
-        h=layer.self_attn.h,
-        dropout=layer.sublayer[0].dropout.p,
-        pre_norm=layer.pre_norm,
-        max_len=max_len,
-        padding_idx=tgt_embedding.padding_idx,
-        final_norm=isinstance(enc.norm, LayerNorm),
-        tie_weights=generator is None or generator.weight is tgt_embedding.weight,
-        share_embeddings=src_embedding.weight is tgt_embedding.weight,
-        bias=_our_bias(layer),
-    )
+    model = make_model(src_embedding.num_embeddings, tgt_embedding.num_embeddings, N=len(enc.layers), d_model=d_model,
+                       d_ff=layer.feed_forward.w_1.out_features, h=layer.self_attn.h,
+                       dropout=layer.sublayer[0].dropout.p, pre_norm=layer.pre_norm, max_len=max_len,
+                       padding_idx=tgt_embedding.padding_idx, final_norm=isinstance(enc.norm, LayerNorm),
+                       tie_weights=generator is None or generator.weight is tgt_embedding.weight,
+                       share_embeddings=src_embedding.weight is tgt_embedding.weight, bias=_our_bias(layer))
     with torch.no_grad():
         model.encoder.load_state_dict(enc.state_dict())
         model.decoder.load_state_dict(dec.state_dict())

@@ -15,7 +15,7 @@ from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'Generator', 'check_config', 'make_model', 'count_parameters', 'parameter_table', 'attention_maps']
+__all__ = ['EncoderDecoder', 'Generator', 'make_model', 'check_config', 'count_parameters', 'parameter_table', 'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -75,39 +75,6 @@ class Generator(nn.Module):
         return logits.log_softmax(dim=-1, dtype=torch.float32 if low else None)   # log-probabilities in float32
 
 # %% ../nbs/04_model.ipynb #16acba25
-_INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")
-_BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
-
-
-def check_config(config: dict):
-    "Raise a clear error, naming the argument, unless `config` holds valid `make_model` arguments."
-    for name in _INT_ARGS:
-        value = config[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-    for name in _BOOL_ARGS:
-        if not isinstance(config[name], bool):
-            raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
-    if config["final_norm"] is not None and not isinstance(config["final_norm"], bool):
-        raise ValueError(f"`final_norm` must be True, False or None, got {config['final_norm']!r}")
-    for name in ("dropout", "attn_dropout", "ff_dropout"):
-        p = config.get(name)
-        if p is None and name != "dropout":
-            continue                                                   # None: the same as `dropout`
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-            raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
-                             f"got {p!r}")
-    if config["d_model"] % config["h"]:
-        raise ValueError(f"d_model={config['d_model']} must be divisible by the number of heads h={config['h']} "
-                         f"(each head gets d_k = d_model / h dimensions)")
-    pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
-    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < smallest):
-        raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
-    if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
-        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "
-                         f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
-
-
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_len: int = 5000,
                padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False,
@@ -157,6 +124,41 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
         for m in model.modules():
             if isinstance(m, Embeddings):
                 m.lut.weight[padding_idx].zero_()
+
+# %% ../nbs/04_model.ipynb #4ee43a7b
+#| code-fold: true
+#| code-summary: Show the code (checking make_model's arguments)
+_INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")
+_BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
+
+
+def check_config(config: dict):
+    "Raise a clear error, naming the argument, unless `config` holds valid `make_model` arguments."
+    for name in _INT_ARGS:
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+    for name in _BOOL_ARGS:
+        if not isinstance(config[name], bool):
+            raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
+    if config["final_norm"] is not None and not isinstance(config["final_norm"], bool):
+        raise ValueError(f"`final_norm` must be True, False or None, got {config['final_norm']!r}")
+    for name in ("dropout", "attn_dropout", "ff_dropout"):
+        p = config.get(name)
+        if p is None and name != "dropout":
+            continue                                                   # None: the same as `dropout`
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+            raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
+                             f"got {p!r}")
+    if config["d_model"] % config["h"]:
+        raise ValueError(f"d_model={config['d_model']} must be divisible by the number of heads h={config['h']} "
+                         f"(each head gets d_k = d_model / h dimensions)")
+    pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
+    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < smallest):
+        raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
+    if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
+        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "
+                         f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
 
 # %% ../nbs/04_model.ipynb #056a345c
 def count_parameters(model: EncoderDecoder) -> dict:

@@ -5,12 +5,28 @@
 # %% ../nbs/11_own_task.ipynb #b705c3cb
 from __future__ import annotations
 
+from .fit import train
+
 
 
 # %% auto #0
-__all__ = ['exact_match']
+__all__ = ['train_translator', 'exact_match']
 
 # %% ../nbs/11_own_task.ipynb #1ec6872d
+def train_translator(model, tokenizer, batches, epochs: int, **kwargs) -> list[dict]:
+    """Appendix 12's `train` for a model that reads and writes text with `tokenizer`: its checkpoints (`save=`)
+    carry the tokenizer, so `load_translator` reads them back and `resume=` continues them. Other arguments:
+    `train`'s."""
+    vocab = {model.config["src_vocab"], model.config["tgt_vocab"]} if hasattr(model, "config") else set()
+    if vocab and vocab != {len(tokenizer)}:
+        raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, but `model` reads and writes {sorted(vocab)}: "
+                         "build the model with the tokenizer's size")
+    if "kind" in kwargs:
+        raise TypeError("train_translator() sets `kind` itself (its checkpoints are translators)")
+    extra = {**(kwargs.pop("extra", None) or {}), "tokenizer": tokenizer.state_dict()}
+    return train(model, batches, epochs, kind="translation", extra=extra, **kwargs)
+
+
 def exact_match(hypotheses: list[str], references: list[str]) -> float:
     "The fraction of `hypotheses` equal to their reference, character for character."
     if len(hypotheses) != len(references) or not hypotheses:
