@@ -17,7 +17,8 @@ from .masks import subsequent_mask
 from .precision import autocast
 
 # %% auto #0
-__all__ = ['greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KVCache', 'beam_search']
+__all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KVCache',
+           'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
@@ -121,6 +122,10 @@ class KVCache:
 
 
 # %% ../nbs/06_decoding.ipynb #3ae7658b
+# section 6.1 of the paper: "beam search with a beam size of 4 and length penalty alpha = 0.6"
+PAPER_BEAM_SIZE, PAPER_LENGTH_PENALTY = 4, 0.6
+
+
 def _length_penalty(length, alpha: float):
     "GNMT's length penalty lp = ((5 + length) / 6) ** alpha; `length` counts generated tokens, end symbol included."
     return ((5.0 + length) / 6.0) ** alpha
@@ -134,8 +139,8 @@ def beam_search(
     max_len: int,
     start_symbol: int,
     end_symbol: int,
-    beam_size: int = 4,
-    length_penalty: float = 0.6,
+    beam_size: int = PAPER_BEAM_SIZE,
+    length_penalty: float = PAPER_LENGTH_PENALTY,
     padding_idx: int | None = None,
     use_cache: bool = True,
     precision: str = "fp32",

@@ -30,6 +30,11 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
     ckpt = read_checkpoint(path, map_location)
     if resume:
         _check_run(path, ckpt, optimizer, scheduler)
+    mine = getattr(model, "config", None)
+    if mine is not None and mine != ckpt["config"]:
+        diff = ", ".join(f"{k}={ckpt['config'].get(k)!r}" for k in sorted(set(mine) | set(ckpt["config"]))
+                         if mine.get(k) != ckpt["config"].get(k))
+        raise CheckpointError(path, f"a model built with {diff}, which this model is not", ours=True)
     model.load_state_dict(ckpt["model"])
     for name, target in (("optimizer", optimizer), ("scheduler", scheduler)):
         if target is not None and ckpt.get(name) is not None:

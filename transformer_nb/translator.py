@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
 from .data import _pad
-from .decoding import greedy_decode, beam_search, max_positions
+from .decoding import greedy_decode, beam_search, max_positions, PAPER_LENGTH_PENALTY
 from .masks import padding_mask
 from .tokenizer import Tokenizer
 
@@ -15,7 +15,8 @@ from .tokenizer import Tokenizer
 __all__ = ['translate', 'save_translator', 'load_translator']
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
-def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1, length_penalty: float = 0.6,
+def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1,
+              length_penalty: float = PAPER_LENGTH_PENALTY,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
     """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
     order.
