@@ -15,7 +15,8 @@ from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'Generator', 'make_model', 'check_config', 'count_parameters', 'parameter_table', 'attention_maps']
+__all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'make_model', 'check_config', 'count_parameters', 'parameter_table',
+           'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -130,6 +131,11 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
 #| code-summary: Show the code (checking make_model's arguments)
 _INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")
 _BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
+# far beyond anything this book trains; checked before anything is allocated, so a typo fails at once instead of
+# building layers until memory runs out
+_LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
+               max_len=100_000)
+MAX_PARAMETERS = 2**31
 
 
 def check_config(config: dict):
@@ -138,6 +144,13 @@ def check_config(config: dict):
         value = config[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+        if value > _LIMITS[name]:
+            raise ValueError(f"`{name}` must be at most {_LIMITS[name]:,}, got {value:,}")
+    V, d, n = config["src_vocab"] + 2 * config["tgt_vocab"], config["d_model"], config["N"]
+    estimate = V * d + n * (12 * d * d + 4 * d * config["d_ff"])                # embeddings, output, layers
+    if estimate > MAX_PARAMETERS:
+        raise ValueError(f"make_model would build about {estimate:,} parameters, more than this package builds "
+                         f"({MAX_PARAMETERS:,}): reduce N, d_model, d_ff or the vocabularies")
     for name in _BOOL_ARGS:
         if not isinstance(config[name], bool):
             raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
