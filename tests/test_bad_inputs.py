@@ -88,3 +88,110 @@ def test_make_model_names_the_argument_before_building_anything(kwargs, message)
     with pytest.raises(ValueError, match=re.escape(message)):
         make_model(**args)
     assert torch.equal(torch.get_rng_state(), before)                    # refused before a single weight was drawn
+
+
+def test_a_save_path_ending_in_a_separator_is_a_folder(tmp_path):
+    from transformer_nb.files import check_save_path
+    with pytest.raises(ValueError, match="is a folder"):
+        check_save_path(f"{tmp_path}/newdir/", "--save")
+    assert not (tmp_path / "newdir").exists()
+    status, _, err = _run(["copy", "--save", f"{tmp_path}/other/"])
+    assert status == 2 and "is a folder" in err and not (tmp_path / "other").exists()
+
+
+def test_a_failed_write_names_the_file(tmp_path):
+    import errno
+    from transformer_nb.files import atomic_write
+
+    def full_disk(f):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError) as e:
+        atomic_write(tmp_path / "model.pt", full_disk)
+    assert e.value.filename == str(tmp_path / "model.pt") and e.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def tiny_translator():
+    from transformer_nb.tokenizer import Tokenizer
+    tokenizer = Tokenizer.train(["ein hund läuft", "a dog runs"], vocab_size=None)
+    torch.manual_seed(0)
+    V = len(tokenizer)
+    return make_model(V, V, N=1, d_model=16, d_ff=32, h=2, padding_idx=tokenizer.pad).eval(), tokenizer
+
+
+@pytest.mark.parametrize("sentence, message", [
+    ("", "is empty, not a string or holds control characters"),
+    ("   ", "is empty, not a string or holds control characters"),
+    ("ein\x00hund", "is empty, not a string or holds control characters"),
+    ("\x1b[31mhund", "is empty, not a string or holds control characters"),
+    (None, "is empty, not a string or holds control characters"),
+    ("😀 😀", "holds no character the tokenizer knows"),
+    ("ÆØÅ", "holds no character the tokenizer knows"),
+])
+def test_translate_refuses_what_it_cannot_read(tiny_translator, sentence, message):
+    from transformer_nb.translator import translate
+    model, tokenizer = tiny_translator
+    with pytest.raises(ValueError, match=re.escape(message)):
+        translate(model, tokenizer, ["ein hund", sentence])
+    assert translate(model, tokenizer, ["ein hund"])                   # a readable sentence still goes through
+
+
+def test_translate_refuses_a_tokenizer_larger_than_the_model(tiny_translator):
+    from transformer_nb.translator import translate
+    _, tokenizer = tiny_translator
+    small = make_model(8, 8, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    with pytest.raises(ValueError, match=f"`tokenizer` has {len(tokenizer)} tokens, more than the model's vocabulary of 8"):
+        translate(small, tokenizer, ["ein hund"])
+
+
+def test_tokenizer_vocab_size_must_be_an_integer():
+    from transformer_nb.tokenizer import Tokenizer
+    for bad in (10.5, "40", True):
+        with pytest.raises(TypeError, match="`vocab_size` must be an integer or None"):
+            Tokenizer.train(["ein hund läuft"] * 3, vocab_size=bad)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(start_symbol=10), "`start_symbol` must be a token id in [0, 10), got 10"),
+    (dict(start_symbol=-1), "`start_symbol` must be a token id in [0, 10), got -1"),
+    (dict(end_symbol=99), "`end_symbol` must be a token id in [0, 10), got 99"),
+    (dict(padding_idx=50), "`padding_idx` must be a token id in [0, 10), got 50"),
+    (dict(end_symbol=2.0), "`end_symbol` must be a token id in [0, 10), got 2.0"),
+])
+@pytest.mark.parametrize("decoder", ["greedy_decode", "beam_search"])
+def test_decoders_refuse_symbols_outside_the_vocabulary(kwargs, message, decoder):
+    from transformer_nb import decoding
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
+    src = torch.tensor([[1, 5, 6, 2]])
+    args = {**dict(start_symbol=1, end_symbol=2), **kwargs}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        getattr(decoding, decoder)(model, src, None, 5, **args)
+
+
+def test_beam_search_needs_an_end_symbol():
+    from transformer_nb.decoding import beam_search
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
+    with pytest.raises(ValueError, match="`end_symbol` is needed"):
+        beam_search(model, torch.tensor([[1, 5, 2]]), None, 5, start_symbol=1, end_symbol=None)
+
+
+def test_training_refuses_no_batches_and_stops_at_a_non_finite_loss(tmp_path):
+    from transformer_nb.batch import Batch
+    from transformer_nb.checkpoint import read_checkpoint
+    from transformer_nb.fit import train
+    torch.manual_seed(0)
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
+    with pytest.raises(ValueError, match="`batches` gave no batches for epoch 1"):
+        train(model, [], 2, progress=False)
+    path = tmp_path / "run.pt"
+
+    def poison(record):                                                    # after epoch 1 is saved, weights go bad
+        with torch.no_grad():
+            model.generator.proj.bias[3] = float("nan")
+
+    with pytest.raises(FloatingPointError, match="the loss is nan at step 2"):
+        train(model, [Batch(seq, seq)], 3, save=path, on_epoch=poison, progress=False)
+    assert len(read_checkpoint(path)["extra"]["history"]) == 1              # the last good checkpoint is kept

@@ -214,6 +214,9 @@ def _translate(a: argparse.Namespace) -> int:
                              precision=a.precision)
         except ValueError as e:                  # a sentence longer than the model reads
             raise UsageError(f"{option}: {e}") from None
+        except KeyboardInterrupt:
+            print("\ninterrupted while translating: nothing more to keep", file=sys.stderr)
+            raise SystemExit(130) from None
 
     if a.sentence:
         for s, t in zip(a.sentence, decode(a.sentence, "--sentence")):

@@ -27,6 +27,7 @@ def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_sym
     """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
     `padding_idx` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
+    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
     fill = padding_idx if padding_idx is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
@@ -100,6 +101,17 @@ def _check_decode_args(model, src, src_mask, max_len) -> int:
     return max_len
 
 
+def _check_symbols(model, **symbols):
+    "Token ids the decoder writes must be ids of the target vocabulary (when the model says how large it is)."
+    proj = getattr(getattr(model, "generator", None), "proj", None)
+    vocab = getattr(proj, "out_features", None)
+    for name, value in symbols.items():
+        if value is None and name != "start_symbol":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (vocab and value >= vocab):
+            raise ValueError(f"`{name}` must be a token id in [0, {vocab or 'vocabulary size'}), got {value!r}")
+
+
 # %% ../nbs/06_decoding.ipynb #cce68e7d
 class KVCache:
     """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps: `static` ones (cross-attention) are
@@ -151,6 +163,9 @@ def beam_search(
     `padding_idx` or `end_symbol`), and with `return_scores` also its length-normalized log-probability `(batch,)`.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_len = _check_decode_args(model, src, src_mask, max_len)
+    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
+    if end_symbol is None:
+        raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
     if not math.isfinite(length_penalty) or length_penalty < 0:

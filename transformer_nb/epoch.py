@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import os
 import sys
 import time
@@ -53,6 +54,9 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
                         (loss_node * (batch.ntokens / max(window_tokens, 1))).backward()
                 window_loss += loss
                 bar.update()
+            if train and not math.isfinite(window_loss):                  # stop before the step spreads it
+                raise FloatingPointError(f"the loss is {window_loss} at step {train_state.accum_step + 1}: training "
+                                         "stopped before updating the weights (check the data and the learning rate)")
             total_loss, total_tokens = total_loss + window_loss, total_tokens + window_tokens
             if train:
                 train_state.step += len(window)

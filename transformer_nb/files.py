@@ -28,9 +28,11 @@ def atomic_write(path, write):
             os.fsync(f.fileno())                                          # the bytes are on disk ...
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)                                             # ... before the name points at them
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:                 # e.g. a full disk: say which file
+            raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
     with contextlib.suppress(OSError):                                    # make the rename itself durable
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -51,8 +53,9 @@ def check_save_path(path, name: str = "path") -> Path:
     (missing folders are created). Returns the path; raises `ValueError` naming `name` otherwise."""
     if path is None or str(path).strip() == "":
         raise ValueError(f"`{name}` is empty: give a file name such as model.pt")
+    folder = str(path).endswith(("/", os.sep))                        # Path() would drop the trailing separator
     path = Path(path).expanduser()
-    if path.is_dir() or str(path).endswith(os.sep):
+    if path.is_dir() or folder:
         raise ValueError(f"{name} {path}: is a folder; give a file name such as {path / 'model.pt'}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -150,6 +150,8 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     for epoch in range(len(history) + 1, epochs + 1):
         start = time.perf_counter()
         data = batches(epoch) if callable(batches) else batches
+        if not data:
+            raise ValueError(f"`batches` gave no batches for epoch {epoch}: there is nothing to train on")
         data = world.shard([b.to(device) for b in data])                # one process: every batch whole
         loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                 train_state=state, progress=progress, precision=precision)

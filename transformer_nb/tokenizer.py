@@ -111,6 +111,8 @@ class Tokenizer:
             raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
         if vocab_size is None:
             return cls(alphabet, [])
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+            raise TypeError(f"`vocab_size` must be an integer or None, got {vocab_size!r}")
         n_merges = vocab_size - len(cls.specials) - len(alphabet)
         if n_merges < 0:
             raise ValueError(

@@ -9,7 +9,7 @@ from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint,
 from .data import _pad
 from .decoding import greedy_decode, beam_search, max_positions, PAPER_LENGTH_PENALTY
 from .masks import padding_mask
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, SPACE
 
 # %% auto #0
 __all__ = ['translate', 'save_translator', 'load_translator']
@@ -27,7 +27,16 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
     device, limit = next(model.parameters()).device, max_positions(model)
+    vocab = model.generator.proj.out_features if hasattr(model.generator, "proj") else len(tokenizer)
+    if len(tokenizer) > vocab:
+        raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, more than the model's vocabulary of {vocab}")
+    for n, s in enumerate(sentences):
+        if not isinstance(s, str) or not s.strip() or any(ord(c) < 32 and c not in "\t\n" for c in s):
+            raise ValueError(f"sentence {n + 1} ({s!r}) is empty, not a string or holds control characters")
     ids = [tokenizer.encode(s, True, True) for s in sentences]
+    for n, x in enumerate(ids):                                         # only <unk> and word boundaries (▁)
+        if all(t == tokenizer.unk or tokenizer.vocab[t] == SPACE for t in x[1:-1]):
+            raise ValueError(f"sentence {n + 1} ({sentences[n]!r}) holds no character the tokenizer knows")
     for n, x in enumerate(ids):
         if limit is not None and len(x) > limit:
             raise ValueError(
