@@ -195,3 +195,39 @@ def test_training_refuses_no_batches_and_stops_at_a_non_finite_loss(tmp_path):
     with pytest.raises(FloatingPointError, match="the loss is nan at step 2"):
         train(model, [Batch(seq, seq)], 3, save=path, on_epoch=poison, progress=False)
     assert len(read_checkpoint(path)["extra"]["history"]) == 1              # the last good checkpoint is kept
+
+
+def test_training_never_replaces_a_file_it_did_not_write(tmp_path):
+    "An existing file needs resume= or overwrite=True; a file another program writes there during training is kept."
+    from transformer_nb.batch import Batch
+    from transformer_nb.fit import train
+    torch.manual_seed(0)
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
+    path = tmp_path / "theirs.pt"
+    path.write_bytes(b"somebody's work")
+    with pytest.raises(ValueError, match="the file exists; pass resume="):
+        train(model, [Batch(seq, seq)], 1, save=path, progress=False)
+    assert path.read_bytes() == b"somebody's work"
+    train(model, [Batch(seq, seq)], 1, save=path, overwrite=True, progress=False)    # asked for explicitly
+
+    race = tmp_path / "race.pt"
+
+    def second_run(record):                                               # another run saves to the same name
+        race.write_bytes(b"the other run's checkpoint")
+
+    with pytest.raises(FileExistsError, match="another program wrote this file during training"):
+        train(model, [Batch(seq, seq)], 3, save=race, on_epoch=second_run, progress=False)
+    assert race.read_bytes() == b"the other run's checkpoint"
+
+
+def test_save_translator_never_replaces_a_file_unasked(tmp_path, tiny_translator):
+    from transformer_nb.translator import save_translator, load_translator
+    model, tokenizer = tiny_translator
+    path = tmp_path / "t.pt"
+    path.write_bytes(b"keep me")
+    with pytest.raises(ValueError, match="the file exists; pass overwrite=True"):
+        save_translator(path, model, tokenizer)
+    assert path.read_bytes() == b"keep me"
+    save_translator(path, model, tokenizer, overwrite=True)
+    assert len(load_translator(path)[1]) == len(tokenizer)

@@ -6,6 +6,7 @@ resumption (appendix 12)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 
@@ -76,6 +77,15 @@ def _restore_rng(ckpt):
             torch.cuda.set_rng_state(state.cpu(), i)
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
+def _mark(path: Path):
+    "What identifies the file at `path` (None if there is none): it changes whenever the file is written."
+    try:
+        s = path.stat()
+    except FileNotFoundError:
+        return None
+    return s.st_ino, s.st_mtime_ns, s.st_size
+
+
 class SingleProcess:
     """How `train` works with the other processes training the same model, when there are none: every method is the
     identity. Chapter 10's `World` implements the same methods for data-parallel training on several processes."""
@@ -97,7 +107,7 @@ class SingleProcess:
 def train(model, batches, epochs: int, loss_compute=None, optimizer=None, scheduler=None, *, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
           extra: dict | None = None, kind: str = "plain", progress: bool | None = None, world=None,
-          precision: str = "fp32") -> list[dict]:
+          precision: str = "fp32", overwrite: bool = False) -> list[dict]:
     """Train `model` for up to `epochs` epochs and return one record per epoch.
 
     - `model`: any `nn.Module` called as `model(src, tgt, src_mask, tgt_mask)` with a `generator` that turns its output
@@ -110,6 +120,8 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
       (a checkpoint, written atomically, that `resume` can continue from exactly); `on_epoch(record)` is called;
       `stop(history)` returning True ends training early.
     - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
+    - `save` never replaces a file this run did not write: an existing file only with `resume` of that same file or
+      `overwrite=True`, and a file that another program writes there during training is refused, not replaced.
     - `world`: the processes training together (chapter 10's `World`); default one process, `SingleProcess()`.
     - `precision`: "fp32", "bf16" or "auto" (appendix 13); weights, gradients and optimizer stay
       float32."""
@@ -125,8 +137,14 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
     if config is None and needs:
         raise ValueError(f"`model` has no `config` (make_model's models have one), which {needs[0]} needs: "
                          "give `loss_compute` and `optimizer`, and train without `save` and `resume`")
+    mark = None                                                           # the file at `save` this run may replace
     if save is not None and world.is_main:
         save = check_save_path(save, "save")                              # before any work is done
+        continuing = resume is not None and Path(resume).resolve() == save.resolve()
+        if save.exists() and not (continuing or overwrite):
+            raise ValueError(f"save {save}: the file exists; pass resume={str(save)!r} to continue its run, or "
+                             f"overwrite=True to replace it")
+        mark = _mark(save)
     if loss_compute is None:
         vocab, pad = config["tgt_vocab"], config["padding_idx"]
         if pad is None:
@@ -161,7 +179,11 @@ def train(model, batches, epochs: int, loss_compute=None, optimizer=None, schedu
         record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
         history.append(record)
         if save is not None and world.is_main:
+            if _mark(save) != mark:
+                raise FileExistsError(f"save {save}: another program wrote this file during training; it was "
+                                      f"not replaced, and epoch {epoch} was not saved")
             save_checkpoint(save, model, optimizer, scheduler, state, {**extra, "history": history}, kind)
+            mark = _mark(save)
         if on_epoch is not None and world.is_main:
             on_epoch(record)
         if stop is not None and stop(history):

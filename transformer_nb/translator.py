@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
 from .data import _pad
+from .files import check_save_path
 from .decoding import greedy_decode, beam_search, max_positions, PAPER_LENGTH_PENALTY
 from .masks import padding_mask
 from .tokenizer import Tokenizer, SPACE
@@ -63,8 +64,12 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     return out
 
 # %% ../nbs/09_translation.ipynb #a5038890
-def save_translator(path, model, tokenizer: Tokenizer, history: list | None = None):
-    "Save a trained model with its tokenizer (and training history) in one checkpoint, atomically."
+def save_translator(path, model, tokenizer: Tokenizer, history: list | None = None, overwrite: bool = False):
+    """Save a trained model with its tokenizer (and training history) in one checkpoint, atomically; an existing
+    file only with `overwrite=True`."""
+    path = check_save_path(path, "path")
+    if path.exists() and not overwrite:
+        raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     save_checkpoint(path, model, extra={"tokenizer": tokenizer.state_dict(), "history": history or []},
                     kind="translation")
 
