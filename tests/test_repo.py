@@ -34,10 +34,11 @@ def test_exported_package_matches_notebooks(tmp_path):
     for name in ("nbs", "transformer_nb"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
     shutil.copy(ROOT / "settings.ini", tmp_path)
-    subprocess.run([sys.executable, "nbs/export.py"], cwd=tmp_path, check=True, capture_output=True)
+    for _ in range(2):                                                    # twice: exporting again changes nothing
+        subprocess.run(["nbdev_export"], cwd=tmp_path, check=True, capture_output=True)
     for py in sorted((ROOT / "transformer_nb").glob("*.py")):
         assert (tmp_path / "transformer_nb" / py.name).read_text() == py.read_text(), \
-            f"transformer_nb/{py.name} differs from what the notebooks export: run `python nbs/export.py` and commit"
+            f"transformer_nb/{py.name} differs from what nbdev_export writes: run nbdev_export and commit"
 
 
 def test_core_modules_import_without_viz_extra():
@@ -141,12 +142,27 @@ def test_inference_never_imports_training():
 
 
 def test_every_module_is_written_by_one_notebook():
-    code = "import sys; sys.path.insert(0, 'nbs'); from export import modules_by_notebook; print(modules_by_notebook())"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    by_notebook = eval(out)
-    written = [m for ms in by_notebook.values() for m in ms]
-    assert len(written) == len(set(written)), by_notebook
-    assert set(written) == {p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_")}
+    """Each module is the `default_exp` of exactly one notebook. A chapter that also writes other modules (`#| exports
+    NAME`) has, for each, a notebook `nbs/modules/<chapter>-NAME.ipynb` that declares it: nbdev_export handles notebooks
+    in order of their file names and only *appends* to a module that is not a notebook's default, so that notebook's
+    name must sort before the chapter's (it writes the module anew, then the chapter adds to it)."""
+    defaults, extra = {}, {}
+    for nb in sorted((ROOT / "nbs").rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in nb.parts:
+            continue
+        src = [("".join(c["source"])) for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]]
+        for d in (m for s in src for m in re.findall(r"^#\| default_exp (\w+)", s, re.M)):
+            defaults.setdefault(d, []).append(nb)
+        for name in {m for s in src for m in re.findall(r"^#\| exports? (\w+)", s, re.M)}:
+            extra.setdefault(name, []).append(nb)
+    assert all(len(v) == 1 for v in defaults.values()), {k: v for k, v in defaults.items() if len(v) > 1}
+    assert all(len(v) == 1 for v in extra.values()), extra
+    for name, (chapter,) in extra.items():
+        stub = defaults[name][0]
+        assert stub == ROOT / "nbs" / "modules" / f"{chapter.stem}-{name}.ipynb", (name, stub, chapter)
+        assert stub.name < chapter.name                                  # handled first by nbdev_export
+    modules = {p.stem for p in (ROOT / "transformer_nb").glob("*.py") if not p.stem.startswith("_")}
+    assert set(defaults) == modules, sorted(set(defaults) ^ modules)
 
 
 def test_every_module_has_one_concern_in_at_most_250_lines():
