@@ -5,14 +5,13 @@
 before anything is built (appendix 12)."""
 from __future__ import annotations
 
-import inspect
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from .files import atomic_write
-from .model import make_model, check_config
+from .model import make_model, make_model_defaults, check_config
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
@@ -126,9 +125,8 @@ def _load_error(e: Exception, path: Path) -> str:
 
 def _check_config_against_weights(config: dict, weights: dict):
     "Cheap checks first (no model is built until the config is known to match the saved tensors)."
-    params = inspect.signature(make_model).parameters
-    defaults = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
-    unknown = set(config) - set(params)
+    defaults = make_model_defaults()
+    unknown = set(config) - set(defaults) - {"src_vocab", "tgt_vocab"}
     if unknown:
         raise ValueError(f"unknown config fields {sorted(unknown)}")
     if not {"src_vocab", "tgt_vocab"} <= set(config):

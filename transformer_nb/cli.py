@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import torch
 from .checkpoint import CheckpointError
 from .commands import UsageError, _copy, _summary, _translate
 from .copy_task import CopyConfig
-from .model import make_model
+from .model import make_model_defaults
 from .translation import TranslationConfig
 
 # %% auto #0
@@ -136,9 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
     t.set_defaults(run=_translate)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
-    defaults = {k: p.default for k, p in inspect.signature(make_model).parameters.items()}
     _add_fields(s, "the model (make_model's arguments; defaults: the paper's base model)",
-                {**defaults, "src_vocab": 37000, "tgt_vocab": 37000},
+                {**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000},
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
     s.set_defaults(run=_summary)

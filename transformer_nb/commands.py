@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import sys
 from dataclasses import fields
@@ -21,7 +20,7 @@ from .decoding import greedy_decode
 from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
-from .model import make_model, parameter_table, check_config
+from .model import make_model, make_model_defaults, parameter_table, check_config
 from .translation import TranslationConfig, train_translation
 from .translator import translate, load_translator
 
@@ -37,10 +36,8 @@ class UsageError(ValueError):
 
 def _check_model(**config):
     "Refuse model sizes `make_model` would refuse, before anything is built or loaded."
-    defaults = {k: p.default for k, p in inspect.signature(make_model).parameters.items()
-                if p.default is not inspect.Parameter.empty}
     try:
-        check_config({**defaults, "src_vocab": 4, "tgt_vocab": 4, **config})
+        check_config({**make_model_defaults(), "src_vocab": 4, "tgt_vocab": 4, **config})
     except ValueError as e:
         raise UsageError(str(e)) from None
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 
 import torch
 from torch import nn
@@ -15,8 +16,8 @@ from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
 # %% auto #0
-__all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'make_model', 'check_config', 'count_parameters', 'parameter_table',
-           'attention_maps']
+__all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'make_model', 'make_model_defaults', 'check_config',
+           'count_parameters', 'parameter_table', 'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -136,6 +137,12 @@ _BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bia
 _LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
                max_len=100_000)
 MAX_PARAMETERS = 2**31
+
+
+def make_model_defaults() -> dict:
+    "`make_model`'s keyword arguments with their defaults (the two vocabularies have none)."
+    return {k: p.default for k, p in inspect.signature(make_model).parameters.items()
+            if p.default is not inspect.Parameter.empty}
 
 
 def check_config(config: dict):
