@@ -68,7 +68,7 @@ FIELDS = {
     "share_embeddings": (bool, "share source and target embeddings (needs equal vocabularies)"),
     "batch_size": (_positive, "sequences per batch"),
     "max_tokens": (_positive, "tokens per batch (sentences x the longest one)"),
-    "epochs": (_positive, "epochs to train, at most (the copy task stops at 100%% exact copies)"),
+    "epochs": (_positive, "epochs to train (copy: at most; it stops at 100%% exact copies)"),
     "seed": (_seed, "random seed"),
     "device": (["cpu", "cuda"], "where to train and decode"),
     "precision": (["fp32", "bf16", "auto"], "bf16: matrix products in bfloat16 (autocast), weights in float32; "
@@ -96,12 +96,14 @@ def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict, nam
 
 def _add_run_args(p: argparse.ArgumentParser, what: str):
     "The options `copy` and `translate` share beyond their recipe: threads, and what to keep."
-    p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core). Two PyTorch processes "
-                   "on the same cores slow each other down ten times or more: run one at a time, or split the cores")
+    p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core; 1 under torchrun). "
+                   "Two PyTorch processes that each use every core slow each other down: run one at a time, or split "
+                   "the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
                    "the last finished epoch); checked before training, and never overwrites an existing file")
-    p.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH exactly, with its recipe, up to "
-                   "--epochs (saves back to PATH unless --save is given)")
+    p.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH with its recipe, up to --epochs; "
+                   "only --epochs, --device and --precision are taken from this command line, and translate needs the "
+                   "same --data and --train-pairs (saves back to PATH unless --save is given)")
     p.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
 
 
@@ -135,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
     t.set_defaults(run=_translate)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
-    _add_fields(s, "the model (make_model's arguments; defaults: the paper's base model)",
+    _add_fields(s, "the model (make_model's arguments; defaults: the paper's base sizes, nothing shared)",
                 {**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000},
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
