@@ -39,15 +39,37 @@ CLI = [
     (["copy", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
     (["summary", "--dropout", "1.5"], "argument --dropout: expected a probability in [0, 1), got 1.5"),
     (["summary", "--dropout", "nan"], "argument --dropout: expected a probability in [0, 1), got nan"),
-    (["translate", "--length-penalty", "-1", "--data", "."], "argument --length-penalty: expected a finite number >= 0"),
-    (["translate", "--length-penalty", "inf", "--data", "."], "argument --length-penalty: expected a finite number >= 0"),
-    (["translate", "--length-penalty", "nan", "--data", "."], "argument --length-penalty: expected a finite number >= 0"),
+    (["translate", "--length-penalty", "-1", "--data", "."], "argument --length-penalty: expected a number in [0, 10]"),
+    (["translate", "--length-penalty", "inf", "--data", "."], "argument --length-penalty: expected a number in [0, 10]"),
+    (["translate", "--length-penalty", "nan", "--data", "."], "argument --length-penalty: expected a number in [0, 10]"),
+    (["translate", "--length-penalty", "1e308", "--data", "."], "argument --length-penalty: expected a number in [0, 10]"),
     (["copy", "--checkpoint", "no/such/file.pt"], "--checkpoint no/such/file.pt: no such file"),
     (["copy", "--resume", "no/such/file.pt"], "--resume no/such/file.pt: no such file"),
     (["copy", "--save", ""], "`--save` is empty"),
     (["copy", "--checkpoint", "x.pt", "--save", "y.pt"], "cannot be combined with --save or --resume"),
     (["translate", "--data", "no/such/folder"], "--data no/such/folder: not a folder"),
+    (["translate", "--lr", "0", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got 0"),
+    (["translate", "--lr", "nan", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got nan"),
+    (["translate", "--warmup", "0", "--data", "."], "argument --warmup: expected a positive integer, got 0"),
+    (["translate", "--schedule", "cosine", "--data", "."], "argument --schedule: invalid choice: 'cosine'"),
+    (["translate", "--lr", "inf", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got inf"),
+    (["translate", "--lr", "2", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got 2"),
+    (["translate", "--lr=-1e-3", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got -1e-3"),
+    (["translate", "--lr", "fast", "--data", "."], "argument --lr: invalid _learning_rate value: 'fast'"),
+    (["translate", "--warmup", "-5", "--data", "."], "argument --warmup: expected a positive integer, got -5"),
+    (["translate", "--warmup", "1.5", "--data", "."], "argument --warmup: invalid _positive value: '1.5'"),
+    (["translate", "--schedule", "", "--data", "."], "argument --schedule: invalid choice: ''"),
+    (["copy", "--lr", "1e-3"], "unrecognized arguments: --lr 1e-3"),
     (["summary", "--share-embeddings", "--tgt-vocab", "100"], "src_vocab=37000 and tgt_vocab=100"),
+    (["translate", "--checkpoint", "m.pt", "--d-model", "64", "--vocab-size", "100"],
+     "--checkpoint uses the recipe saved in m.pt: --d-model, --vocab-size would be ignored"),
+    (["translate", "--checkpoint", "m.pt", "--train-pairs", "100"], "--train-pairs would be ignored"),
+    (["copy", "--checkpoint", "m.pt", "--epochs", "3"], "--checkpoint uses the recipe saved in m.pt: --epochs would"),
+    (["copy", "--resume", "m.pt", "--seed", "3", "--d-model", "64"],
+     "--resume uses the recipe saved in m.pt: --d-model, --seed would be ignored (with --resume, only --device, "
+     "--epochs, --precision apply)"),
+    (["copy", "--checkpoint", "m.pt", "--precision", "bf16"],
+     "--checkpoint uses the recipe saved in m.pt: --precision would be ignored (with --checkpoint, only --device applies)"),
     ([], "the following arguments are required: COMMAND"),
     (["train"], "invalid choice: 'train'"),
 ]
@@ -231,3 +253,104 @@ def test_save_translator_never_replaces_a_file_unasked(tmp_path, tiny_translator
     assert path.read_bytes() == b"keep me"
     save_translator(path, model, tokenizer, overwrite=True)
     assert len(load_translator(path)[1]) == len(tokenizer)
+
+
+def test_resume_keeps_the_saved_precision_unless_given(tmp_path):
+    "--resume without --precision continues in the precision the run was saved with, not the command line's default."
+    from transformer_nb.checkpoint import read_checkpoint
+    run = str(tmp_path / "run.pt")
+    assert _run(["copy", "--epochs", "1", "--precision", "bf16", "--save", run, "--examples", "1"])[0] == 0
+    assert _run(["copy", "--resume", run, "--epochs", "2", "--examples", "1"])[0] == 0
+    saved = read_checkpoint(run)["extra"]
+    assert saved["config"]["precision"] == "bf16" and len(saved["history"]) == 2
+
+
+def test_average_checkpoints_refuses_translators_with_other_tokenizers(tmp_path, tiny_translator):
+    "Two translators of the same size whose tokenizers differ: the same id is another token, so no average."
+    from transformer_nb.checkpoint import CheckpointError, average_checkpoints
+    from transformer_nb.tokenizer import Tokenizer
+    from transformer_nb.translator import save_translator
+    model, tokenizer = tiny_translator
+    other = Tokenizer.train(["ein hund läuft", "a dxg runs"], vocab_size=None)          # x for o: as many tokens
+    assert len(other) == len(tokenizer) and other.state_dict() != tokenizer.state_dict()
+    save_translator(tmp_path / "a.pt", model, tokenizer)
+    save_translator(tmp_path / "b.pt", model, other)
+    with pytest.raises(CheckpointError, match="a model with another tokenizer than .*a.pt: the same ids mean other"):
+        average_checkpoints([tmp_path / "a.pt", tmp_path / "b.pt"])
+    save_translator(tmp_path / "c.pt", model, tokenizer)
+    average_checkpoints([tmp_path / "a.pt", tmp_path / "c.pt"])               # the same tokenizer: averaged
+
+
+def test_a_checkpoint_with_integer_weights_is_refused(tmp_path):
+    "All-zero integer weights would load (copied into float parameters) and give a model of zeros: refused, named."
+    from transformer_nb.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
+    save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    ckpt["model"] = {k: torch.zeros_like(v, dtype=torch.long) for k, v in ckpt["model"].items()}
+    torch.save(ckpt, tmp_path / "int.pt")
+    with pytest.raises(CheckpointError, match=r"holds torch.int64 values; the model's weights are floating point"):
+        read_checkpoint(tmp_path / "int.pt")
+
+
+def test_a_tiny_file_declaring_a_huge_tensor_is_refused_before_it_is_read(tmp_path):
+    "A 40 kB file whose weight claims 2^34 x 16 floats (a stride-0 view): refused by its shape, nothing allocated."
+    from transformer_nb.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
+    save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    ckpt["model"]["encoder.layers.0.self_attn.w_q.weight"] = torch.zeros(1).expand(2**34, 16)
+    torch.save(ckpt, tmp_path / "huge.pt")
+    assert (tmp_path / "huge.pt").stat().st_size < 100_000
+    with pytest.raises(CheckpointError, match=r"w_q.weight has shape \(17179869184, 16\), the config needs \(16, 16\)"):
+        read_checkpoint(tmp_path / "huge.pt")
+
+
+@pytest.mark.parametrize("alpha", [1e308, -0.5, float("nan"), float("inf")])
+def test_beam_search_names_a_length_penalty_it_cannot_use(alpha):
+    "An alpha of 1e308 used to overflow in ((5 + t) / 6) ** alpha: refused, named, before decoding."
+    from transformer_nb.decoding import beam_search
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
+    with pytest.raises(ValueError, match=re.escape(f"`length_penalty` must be a number in [0, 10], got {alpha}")):
+        beam_search(model, torch.tensor([[1, 5, 6, 2]]), None, 5, start_symbol=1, end_symbol=2, length_penalty=alpha)
+
+
+DATA = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="needs ../shared/data/multi30k")
+def test_a_linear_run_cannot_be_resumed_for_more_epochs(tmp_path):
+    "Its learning rate reached zero at its planned last epoch: --resume with another --epochs is refused, named."
+    run = str(tmp_path / "mt.pt")
+    data = ["--data", str(DATA), "--train-pairs", "60", "--test-sentences", "2", "--examples", "1", "--beam-size", "1"]
+    sizes = ["--N", "1", "--d-model", "16", "--d-ff", "32", "--h", "2", "--vocab-size", "100"]
+    status, out, err = _run(["translate", *data, *sizes, "--epochs", "1", "--schedule", "linear", "--save", run])
+    assert status == 0, err
+    status, out, err = _run(["translate", *data, "--resume", run, "--epochs", "2"])
+    assert status == 2 and f"--epochs 2: the run in {run} decays its learning rate to zero at the end of epoch 1" in err
+
+
+@pytest.mark.parametrize("ema", [None, True, "0.9", 1.0, -0.5, float("nan")])
+def test_train_names_an_ema_it_cannot_use(ema):
+    from transformer_nb.fit import train
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    with pytest.raises(ValueError, match=re.escape(f"`ema` must be a decay in (0, 1), or 0 for none; got {ema!r}")):
+        train(model, [], 1, ema=ema)
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, True, "1000"])
+def test_bleu_names_a_bootstrap_count_it_cannot_use(n):
+    from transformer_nb.bleu import bleu
+    with pytest.raises(ValueError, match=re.escape(f"`n_bootstrap` must be a positive integer, got {n!r}")):
+        bleu(["a b c"], ["a b c"], n_bootstrap=n)
+
+
+@pytest.mark.parametrize("saved, message", [
+    (["vocab_size", 4000], "its recipe is a list, not a dict of TranslationConfig fields"),
+    ({"vocab_size": 4000}, "its recipe does not fit this version's TranslationConfig (unknown fields: none; missing: N"),
+])
+def test_a_tampered_recipe_is_refused_in_one_line(tmp_path, saved, message):
+    from transformer_nb.checkpoint import CheckpointError, save_checkpoint, saved_recipe
+    from transformer_nb.translation import TranslationConfig
+    save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0),
+                    extra={"config": saved}, kind="translation")
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        saved_recipe(tmp_path / "m.pt", TranslationConfig, "translation")

@@ -228,7 +228,7 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
     from transformer_nb.translation import TranslationConfig, train_translation
     from transformer_nb.translator import save_translator
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
-    config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200,
+    config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200, warmup=1,
                                precision="fp32")
     run = tmp_path / "run.pt"
     model, tokenizer, _ = train_translation(config, pairs, pairs[:4], save=run, progress=False)
@@ -240,6 +240,30 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
     more = TranslationConfig(**{**asdict(config), "epochs": 2})
     _, _, history = train_translation(more, pairs, pairs[:4], resume=run, progress=False)
     assert [r["epoch"] for r in history] == [1, 2]
+    saved = torch.load(run, weights_only=True)                     # a run saved by an older version of the recipe
+    saved["extra"]["config"]["factor"] = saved["extra"]["config"].pop("lr")
+    torch.save(saved, tmp_path / "old.pt")
+    with pytest.raises(CheckpointError, match=r"unknown fields: factor; missing: lr\): it cannot be resumed"):
+        train_translation(more, pairs, pairs[:4], resume=tmp_path / "old.pt", progress=False)
+
+
+def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
+    """The recipe's 400 warmup steps are capped at a quarter of a shorter run, and the linear schedule reaches the peak
+    there and zero at the last step; the Noam schedule peaks at `lr` too; an unknown schedule is refused, named."""
+    from transformer_nb.translation import TranslationConfig, translation_optimizer
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    for schedule in ("linear", "noam"):
+        optimizer, scheduler = translation_optimizer(model, TranslationConfig(schedule=schedule, lr=1e-3), 40)
+        rates = []
+        for _ in range(40):
+            rates.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        assert max(rates) == pytest.approx(1e-3) and rates.index(max(rates)) in (10, 11), (schedule, rates)
+        if schedule == "linear":
+            assert rates[-1] == pytest.approx(1e-3 / 30) and optimizer.param_groups[0]["lr"] == 0.0
+    with pytest.raises(ValueError, match="`schedule` must be 'linear' or 'noam', got 'cosine'"):
+        translation_optimizer(model, TranslationConfig(schedule="cosine"), 40)
 
 
 def test_checkpoints_refuse_at_save_time_what_they_could_not_load(tmp_path):
@@ -277,3 +301,58 @@ def test_a_checkpoint_loads_only_into_the_model_it_describes(tmp_path):
     with pytest.raises(CheckpointError, match=r"a model built with d_ff=32, h=2, which this model is not"):
         load_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=64, h=4, padding_idx=0))
     load_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
+
+
+def test_train_keeps_a_moving_average_and_resumes_it_exactly(tmp_path):
+    """`train(ema=)`: the average is evaluated, saved as the model and left in `model`; four epochs in one go equal two
+    plus two resumed, weights and history; a run with an average cannot be resumed without one, nor the reverse."""
+    from transformer_nb.checkpoint import CheckpointError, model_from_checkpoint
+    from transformer_nb.copy_task import copy_batches, PAD
+    from transformer_nb.fit import train
+    batches = lambda epoch: copy_batches(3, 16, generator=torch.Generator().manual_seed(epoch))
+
+    def fresh():
+        torch.manual_seed(0)
+        return make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, dropout=0.1, padding_idx=PAD)
+
+    seen = []
+    straight = fresh()
+    whole = train(straight, batches, 4, ema=0.9, evaluate=lambda m: seen.append(m) or {}, progress=False)
+    assert seen[0] is not straight                                            # the average was evaluated
+    last = fresh()
+    train(last, batches, 4, progress=False)
+    assert not torch.equal(straight.generator.proj.weight, last.generator.proj.weight)
+    run = tmp_path / "run.pt"
+    train(fresh(), batches, 2, ema=0.9, save=run, progress=False)
+    resumed = model_from_checkpoint(run)
+    history = train(resumed, batches, 4, ema=0.9, resume=run, save=run, progress=False)
+    assert [r["loss"] for r in history] == [r["loss"] for r in whole]
+    for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
+        assert torch.equal(a, b)
+    for a, b in zip(straight.state_dict().values(), model_from_checkpoint(run).state_dict().values()):
+        assert torch.equal(a, b)                                              # the file's model: the average
+    with pytest.raises(CheckpointError, match="its run kept a moving average of the weights: resume it with the same"):
+        train(model_from_checkpoint(run), batches, 5, resume=run, save=run, progress=False)
+    with pytest.raises(ValueError, match=r"`ema` must be a decay in \(0, 1\), or 0 for none; got 1.5"):
+        train(fresh(), batches, 1, ema=1.5)
+
+
+def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path):
+    """The recipe's moving average (0.999: about a thousand steps) is capped at a quarter of a short run, so what it
+    keeps is trained, not the first step's weights; a linear run refuses to be resumed for more epochs."""
+    import dataclasses
+    from transformer_nb.checkpoint import read_checkpoint
+    from transformer_nb.translation import TranslationConfig, train_translation, _new_model
+    pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
+    config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=5, max_tokens=100,
+                               precision="fp32", schedule="linear")
+    run = tmp_path / "run.pt"
+    train_translation(config, pairs, pairs[:4], save=run, progress=False)
+    ckpt = read_checkpoint(run)
+    w = "encoder.layers.0.feed_forward.w_1.weight"
+    initial = _new_model(config, pairs, None)[0].state_dict()[w]           # the same seed: the initial weights
+    moved = lambda weights: (weights[w] - initial).norm().item()
+    assert moved(ckpt["model"]) > 0.5 * moved(ckpt["extra"]["latest"]) > 0
+    with pytest.raises(ValueError, match=r"`epochs`: the run in .* decays its learning rate to zero at the end of "
+                                         r"epoch 5; resume it with epochs=5"):
+        train_translation(dataclasses.replace(config, epochs=8), pairs, pairs[:4], resume=run, progress=False)

@@ -4,41 +4,59 @@
 """BLEU with sacreBLEU, and the signature that says how it was computed (chapter 09)."""
 from __future__ import annotations
 
-from .tokenizer import pre_tokenize, SPACE
-
 # %% auto #0
-__all__ = ['bleu', 'bleu_signature']
+__all__ = ['bleu', 'moses_tokenize', 'bleu_signature']
 
 # %% ../nbs/09_translation.ipynb #8b141ed5
-def bleu(hypotheses: list[str], references: list[str], lowercase: bool = False, tokenized: bool = False):
-    """Corpus BLEU by sacrebleu on detokenized text, `.score` 0-100; by default its standard settings (13a tokenization,
-    cased). `lowercase`, `tokenized`: the variant many published tables report, on lowercased text split into words and
-    punctuation marks (`pre_tokenize`, so hyphens and apostrophes become tokens of their own)."""
+def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bootstrap: int = 1):
+    """Corpus BLEU by sacreBLEU, `.score` 0-100. By default sacreBLEU's standard settings on detokenized text (cased,
+    its 13a tokenization): the score to report, with `bleu_signature()`. `moses=True`: the way published Multi30k tables
+    score, comparable with them: both sides lowercased, punctuation-normalized and tokenized by the Moses tokenizer
+    (sacremoses, with its escaping), then BLEU on those tokens as they are. `n_bootstrap` > 1: also a 95% confidence
+    interval from that many bootstrap resamples of the sentences (sacreBLEU's; printed as `μ = mean ± half-width`)."""
     if not hypotheses:
         raise ValueError("`hypotheses` is empty: BLEU needs at least one sentence")
     if len(hypotheses) != len(references):
         raise ValueError(
             f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}"
         )
-    if tokenized:
-        split = lambda s: " ".join(w.lstrip(SPACE) for w in pre_tokenize(s))
-        hypotheses, references = [split(h) for h in hypotheses], [split(r) for r in references]
-    return _bleu_metric(lowercase, tokenized).corpus_score(hypotheses, [references])
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 1:
+        raise ValueError(f"`n_bootstrap` must be a positive integer, got {n_bootstrap!r}")
+    if moses:
+        hypotheses, references = moses_tokenize(hypotheses), moses_tokenize(references)
+    return _bleu_metric(moses).corpus_score(hypotheses, [references], n_bootstrap=n_bootstrap)
 
 
-def bleu_signature(lowercase: bool = False, tokenized: bool = False) -> str:
+def moses_tokenize(sentences: list[str], lang: str = "en") -> list[str]:
+    """Each sentence lowercased, punctuation-normalized and split into tokens by the Moses tokenizer (as sacremoses
+    ports it; `&`, `<`, `'`, ... escaped as `&amp;`, ...), the tokens joined by spaces: the preprocessing behind the
+    published Multi30k scores."""
+    try:
+        from sacremoses import MosesPunctNormalizer, MosesTokenizer
+    except ImportError as e:
+        raise ImportError("moses_tokenize needs sacremoses: pip install 'transformer-nb[translate]'") from e
+    normalize, tokenizer = MosesPunctNormalizer(lang), MosesTokenizer(lang)
+    return [tokenizer.tokenize(normalize.normalize(s.lower()), escape=True, return_str=True) for s in sentences]
+
+
+def bleu_signature(moses: bool = False, n_bootstrap: int = 1) -> str:
     """sacreBLEU's signature of `bleu`'s settings, one reference per sentence: print it beside a score so others can
-    compare."""
-    metric = _bleu_metric(lowercase, tokenized)
-    metric.corpus_score(["a"], [["a"]])                               # the signature records the number of references
-    return metric.get_signature().format()
+    compare. With `moses`, it first names the preprocessing (sacreBLEU then sees tokenized text: `tok:none`)."""
+    metric = _bleu_metric(moses)
+    metric.corpus_score(["a"], [["a"]], n_bootstrap=n_bootstrap)       # the signature records these settings
+    signature = metric.get_signature().format()
+    if moses:
+        from sacremoses import __version__ as version
+        signature = f"lowercased, Moses-normalized and -tokenized (sacremoses {version}, escape) | {signature}"
+    return signature
 
 
-def _bleu_metric(lowercase: bool, tokenized: bool):
+def _bleu_metric(moses: bool):
     try:
         import sacrebleu
     except ImportError as e:
         raise ImportError(
             "bleu() needs sacrebleu: pip install 'transformer-nb[translate]' (or pip install sacrebleu)"
         ) from e
-    return sacrebleu.BLEU(lowercase=lowercase, tokenize="none" if tokenized else "13a")
+    # moses: the text is tokenized on purpose, so sacreBLEU's warning that it looks tokenized is silenced
+    return sacrebleu.BLEU(tokenize="none", force=True) if moses else sacrebleu.BLEU()

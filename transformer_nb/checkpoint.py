@@ -5,7 +5,7 @@
 before anything is built (appendix 12)."""
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import torch
@@ -14,7 +14,7 @@ from .files import atomic_write
 from .model import make_model, make_model_defaults, check_config
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'saved_recipe', 'average_checkpoints']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
@@ -95,8 +95,13 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
         raise CheckpointError(path, f"a checkpoint of a {saved_kind} model, not of a {kind} model", ours=True)
+    latest = ckpt.get("extra").get("latest") if isinstance(ckpt.get("extra"), dict) else None
+    if latest is not None and not isinstance(latest, dict):
+        raise CheckpointError(path, f"its latest weights (extra['latest']) are a {type(latest).__name__}, not tensors")
     try:
         _check_config_against_weights(ckpt["config"], ckpt["model"])
+        if latest is not None:                                            # the weights a moving average followed
+            _check_config_against_weights(ckpt["config"], latest)
     except ValueError as e:
         raise CheckpointError(path, str(e)) from None
     ckpt["kind"] = saved_kind
@@ -156,6 +161,8 @@ def _check_config_against_weights(config: dict, weights: dict):
     for key, tensor in weights.items():
         if tensor.shape != expected[key].shape:
             raise ValueError(f"{key} has shape {tuple(tensor.shape)}, the config needs {tuple(expected[key].shape)}")
+        if expected[key].is_floating_point() and not tensor.is_floating_point():
+            raise ValueError(f"{key} holds {tensor.dtype} values; the model's weights are floating point")
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise ValueError(f"{key} holds NaN or infinite values")
 
@@ -168,6 +175,26 @@ def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
     return model.to(map_location).eval()
 
 
+def saved_recipe(path, recipe, kind: str, **changes):
+    """The recipe (`recipe` is its dataclass: `CopyConfig`, `TranslationConfig`) that the run saved in `path` was
+    trained with, `changes` applied. A saved recipe whose fields differ from `recipe`'s (a run of another version) is
+    refused in one line that names them."""
+    extra = read_checkpoint(path, kind=kind)["extra"]
+    saved = extra.get("config")
+    if not saved:
+        raise CheckpointError(path, "a model without its training run (no recipe is saved in it): it cannot be "
+                              "resumed", ours=True)
+    if not isinstance(saved, dict):
+        raise CheckpointError(path, f"its recipe is a {type(saved).__name__}, not a dict of {recipe.__name__} fields")
+    known = {f.name for f in fields(recipe)}
+    if set(saved) != known:
+        unknown, missing = sorted(set(saved) - known), sorted(known - set(saved))
+        raise CheckpointError(path, f"its recipe does not fit this version's {recipe.__name__} (unknown fields: "
+                              f"{', '.join(unknown) or 'none'}; missing: {', '.join(missing) or 'none'}): it cannot "
+                              "be resumed", ours=True)
+    return recipe(**{**saved, **changes})
+
+
 # %% ../nbs/12_fit.ipynb #9ea9b8ab
 @torch.no_grad()
 def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
@@ -177,12 +204,15 @@ def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
     paths = list(paths)
     if not paths:
         raise ValueError("`paths` is empty: give the checkpoints to average")
-    total, config = None, None
+    total, config, tokenizer = None, None, None
     for path in paths:
         ckpt = read_checkpoint(path, "cpu", kind)
         if config is not None and ckpt["config"] != config:
             raise CheckpointError(path, f"a different model than {paths[0]} (their configs differ)", ours=True)
-        config, weights = ckpt["config"], ckpt["model"]
+        if config is not None and (ckpt.get("extra") or {}).get("tokenizer") != tokenizer:
+            raise CheckpointError(path, f"a model with another tokenizer than {paths[0]}: the same ids mean other "
+                                  "tokens, and their weights cannot be averaged", ours=True)
+        config, weights, tokenizer = ckpt["config"], ckpt["model"], (ckpt.get("extra") or {}).get("tokenizer")
         del ckpt                                                          # optimizer state and the rest: not needed
         if total is None:
             total = {k: v.double() for k, v in weights.items()}

@@ -18,7 +18,7 @@ from .model import make_model_defaults
 from .translation import TranslationConfig
 
 # %% auto #0
-__all__ = ['FIELDS', 'ALIASES', 'build_parser', 'main']
+__all__ = ['FIELDS', 'ALIASES', 'LOADED', 'RESUMED', 'build_parser', 'main']
 
 # %% ../nbs/20_cli.ipynb #eed3c74b
 #| code-fold: true
@@ -30,10 +30,10 @@ def _positive(text: str) -> int:
     return value
 
 
-def _non_negative(text: str) -> float:
+def _alpha(text: str) -> float:
     value = float(text)
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text}")
+    if not 0 <= value <= 10:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 10], got {text}")
     return value
 
 
@@ -41,6 +41,13 @@ def _probability(text: str) -> float:
     value = float(text)
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text}")
+    return value
+
+
+def _learning_rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a learning rate in (0, 1], got {text}")
     return value
 
 
@@ -68,24 +75,28 @@ FIELDS = {
     "share_embeddings": (bool, "share source and target embeddings (needs equal vocabularies)"),
     "batch_size": (_positive, "sequences per batch"),
     "max_tokens": (_positive, "tokens per batch (sentences x the longest one)"),
+    "lr": (_learning_rate, "the peak learning rate, reached after --warmup steps"),
+    "warmup": (_positive, "optimizer steps of linear warmup (at most a quarter of the run)"),
+    "schedule": (["linear", "noam"], "after the warmup, linear: down to zero at the last step; noam: the paper's "
+                                     "1/sqrt(step)"),
     "epochs": (_positive, "epochs to train (copy: at most; it stops at 100%% exact copies)"),
     "seed": (_seed, "random seed"),
     "device": (["cpu", "cuda"], "where to train and decode"),
     "precision": (["fp32", "bf16", "auto"], "bf16: matrix products in bfloat16 (autocast), weights in float32; "
                                             "auto: bf16 where the device has bfloat16 instructions"),
     "beam_size": (_positive, "beam size for the test set and --sentence; 1 decodes greedily"),
-    "length_penalty": (_non_negative, "beam search's length penalty alpha; 0: none"),
+    "length_penalty": (_alpha, "beam search's length penalty alpha; 0: none"),
 }
 ALIASES = {"beam_size": ["--beam"]}                      # an older name, still accepted
 
 
-def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict, names: list[str]):
-    "Options for the fields `names`, with the defaults of the recipe the command fills."
+def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict | None, names: list[str]):
+    "Options for the fields `names`, with the defaults of the recipe the command fills (None: no defaults)."
     group = parser.add_argument_group(title)
     for name in names:
         kind, text = FIELDS[name]
         flags = ["--" + name.replace("_", "-"), *ALIASES.get(name, [])]
-        default = defaults[name]
+        default = defaults[name] if defaults is not None else argparse.SUPPRESS
         if kind is bool:
             group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=text)
         elif isinstance(kind, list):
@@ -102,19 +113,22 @@ def _add_run_args(p: argparse.ArgumentParser, what: str):
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
                    "the last finished epoch); checked before training, and never overwrites an existing file")
     p.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH with its recipe, up to --epochs; "
-                   "only --epochs, --device and --precision are taken from this command line, and translate needs the "
-                   "same --data and --train-pairs (saves back to PATH unless --save is given)")
+                   "only --epochs, --precision (default: the saved run's) and --device apply, other recipe options "
+                   "are refused; translate needs the same --data and --train-pairs "
+                   "(saves back to PATH unless --save is given)")
     p.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    "The `transformer-nb` argument parser, one sub-command per job."
+def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
+    """The `transformer-nb` argument parser, one sub-command per job. `defaults=False`: the recipe's options have no
+    defaults, so a parse returns only those given (how `main` tells what was typed)."""
+    fill = lambda values: values if defaults else None
     parser = argparse.ArgumentParser(prog="transformer-nb", description="The encoder-decoder Transformer of "
                                      "'Attention Is All You Need', from the transformer_nb notebooks.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     c = sub.add_parser("copy", help="train the copy task (or load a checkpoint), print accuracy and examples")
     d = asdict(CopyConfig())
-    _add_fields(c, f"the recipe (CopyConfig; an epoch is {d['batches_per_epoch']} batches)", d,
+    _add_fields(c, f"the recipe (CopyConfig; an epoch is {d['batches_per_epoch']} batches)", fill(d),
                 ["N", "d_model", "d_ff", "h", "pre_norm", "batch_size", "epochs", "seed", "device", "precision"])
     _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
@@ -126,9 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "~/.cache/transformer_nb, or $TRANSFORMER_NB_CACHE)")
     t.add_argument("--train-pairs", type=_positive, default=None,
                    help="train on the first this many pairs only (default: all 29000)")
-    _add_fields(t, "the recipe (TranslationConfig)", asdict(TranslationConfig()),
-                ["vocab_size", "N", "d_model", "d_ff", "h", "max_tokens", "epochs", "seed", "device", "precision",
-                 "beam_size", "length_penalty"])
+    _add_fields(t, "the recipe (TranslationConfig)", fill(asdict(TranslationConfig())),
+                ["vocab_size", "N", "d_model", "d_ff", "h", "max_tokens", "epochs", "lr", "warmup", "schedule", "seed",
+                 "device", "precision", "beam_size", "length_penalty"])
     _add_run_args(t, "the model and its tokenizer")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
@@ -138,11 +152,28 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(run=_translate)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
     _add_fields(s, "the model (make_model's arguments; defaults: the paper's base sizes, nothing shared)",
-                {**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000},
+                fill({**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000}),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
     s.set_defaults(run=_summary)
     return parser
+
+
+LOADED = {"copy": {"device"}, "translate": {"device", "precision", "beam_size", "length_penalty"}}   # what applies
+RESUMED = {"epochs", "precision"}                                     # to a loaded model; and to a resumed run
+
+
+def _refuse_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace):
+    """With --checkpoint (a trained model) or --resume (a run with its recipe), an option that sets the recipe would be
+    ignored: refuse it rather than accept it silently. --resume still takes --epochs and --precision."""
+    flag, allowed = ("--checkpoint", LOADED[args.command]) if args.checkpoint else (
+        "--resume", LOADED[args.command] | RESUMED)
+    ignored = sorted(args.given - allowed) + (["train_pairs"] if args.checkpoint and getattr(
+        args, "train_pairs", None) else [])
+    if ignored:
+        flags = lambda names: ", ".join("--" + name.replace("_", "-") for name in names)
+        parser.error(f"{flag} uses the recipe saved in {getattr(args, flag[2:])}: {flags(ignored)} would be ignored "
+                     f"(with {flag}, only {flags(sorted(allowed))} {'applies' if len(allowed) == 1 else 'apply'})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,10 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     1 when a file cannot be written, 130 after Ctrl-C."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.given = set(vars(build_parser(defaults=False).parse_args(argv))) & set(FIELDS)   # the options typed
     if getattr(args, "checkpoint", None) and (args.save or args.resume):
         parser.error(
             "--checkpoint loads a model instead of training one: it cannot be combined with --save or --resume"
         )
+    if getattr(args, "checkpoint", None) or getattr(args, "resume", None):
+        _refuse_recipe(parser, args)
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     try:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
 
 from .bleu import bleu
-from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
+from .checkpoint import model_from_checkpoint, read_checkpoint, saved_recipe, CheckpointError
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .data import load_multi30k
 from .decoding import greedy_decode
@@ -21,7 +21,7 @@ from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
 from .model import make_model, make_model_defaults, parameter_table, check_config
-from .translation import TranslationConfig, train_translation
+from .translation import TranslationConfig, train_translation, recipe_from_checkpoint
 from .translator import translate, load_translator
 
 # %% auto #0
@@ -40,6 +40,11 @@ def _check_model(**config):
         check_config({**make_model_defaults(), "src_vocab": 4, "tgt_vocab": 4, **config})
     except ValueError as e:
         raise UsageError(str(e)) from None
+
+
+def _resumed(a: argparse.Namespace) -> dict:
+    "What --resume takes from the command line: --device and --epochs, and --precision when it was given."
+    return {"device": a.device, "epochs": a.epochs, **({"precision": a.precision} if "precision" in a.given else {})}
 
 
 def _config(cls, a: argparse.Namespace):
@@ -130,8 +135,7 @@ def _copy(a: argparse.Namespace) -> int:
     else:
         config = _config(CopyConfig, a)
         if a.resume is not None:
-            config = CopyConfig(**{**read_checkpoint(a.resume, kind="copy")["extra"]["config"], "epochs": a.epochs,
-                                   "device": a.device, "precision": a.precision})
+            config = saved_recipe(a.resume, CopyConfig, "copy", **_resumed(a))
         held = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
         print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={config.N}, "
               f"d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, batch {config.batch_size}, "
@@ -179,8 +183,11 @@ def _translate(a: argparse.Namespace) -> int:
     else:
         config = _config(TranslationConfig, a)
         if a.resume is not None:
-            config = TranslationConfig(**{**read_checkpoint(a.resume, kind="translation")["extra"]["config"],
-                                          "epochs": a.epochs, "device": a.device, "precision": a.precision})
+            saved = recipe_from_checkpoint(a.resume)
+            config = replace(saved, **_resumed(a))
+            if saved.schedule == "linear" and config.epochs != saved.epochs:
+                raise UsageError(f"--epochs {config.epochs}: the run in {a.resume} decays its learning rate to zero at "
+                                 f"the end of epoch {saved.epochs}; resume it with --epochs {saved.epochs}")
         train_pairs = _translate_data(a, "train")[: a.train_pairs]
         val_pairs = _translate_data(a, "val")
         print(
@@ -191,7 +198,7 @@ def _translate(a: argparse.Namespace) -> int:
         )
         report = lambda r: print(
             f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
-            f"val BLEU {r['val_bleu']:5.1f}  {r['seconds']:7.1f}s",
+            f"{r['seconds']:7.1f}s",
             flush=True,
         )
         model, tokenizer, history = _train(a, lambda done: train_translation(
@@ -204,11 +211,12 @@ def _translate(a: argparse.Namespace) -> int:
         if a.quiet:                                           # training is shared; evaluating is the main process's
             return 0
     decoder = "greedy" if a.beam_size == 1 else f"beam {a.beam_size}, length penalty {a.length_penalty}"
+    precision = a.precision if a.checkpoint is not None else config.precision       # a resumed run's, unless given
 
     def decode(sentences, option):
         try:
             return translate(model, tokenizer, sentences, beam_size=a.beam_size, length_penalty=a.length_penalty,
-                             precision=a.precision)
+                             precision=precision)
         except ValueError as e:                  # a sentence longer than the model reads
             raise UsageError(f"{option}: {e}") from None
         except KeyboardInterrupt:

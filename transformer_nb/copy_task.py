@@ -11,7 +11,7 @@ import torch
 
 from .model import make_model
 from .batch import Batch
-from .checkpoint import read_checkpoint, model_from_checkpoint
+from .checkpoint import model_from_checkpoint, saved_recipe
 from .fit import train
 from .schedule import noam_optimizer
 from .decoding import greedy_decode
@@ -118,9 +118,8 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
     `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
     (chapter 10)."""
     if resume is not None:
-        saved = read_checkpoint(resume, kind="copy")["extra"]["config"]
-        config = CopyConfig(**{**saved, "epochs": config.epochs, "device": config.device,
-                             "precision": config.precision})
+        config = saved_recipe(resume, CopyConfig, "copy", epochs=config.epochs, device=config.device,
+                              precision=config.precision)
         model = model_from_checkpoint(resume, config.device, kind="copy")
     else:
         torch.manual_seed(config.seed)

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import warnings
 
 import torch
@@ -168,8 +167,8 @@ def beam_search(
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
     if beam_size < 1:
         raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
-    if not math.isfinite(length_penalty) or length_penalty < 0:
-        raise ValueError(f"`length_penalty` must be a finite number >= 0, got {length_penalty}")
+    if not 0 <= length_penalty <= 10:                                # larger alphas overflow ((5 + t) / 6) ** alpha
+        raise ValueError(f"`length_penalty` must be a number in [0, 10], got {length_penalty}")
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
         empty = torch.full((0, 1), start_symbol, dtype=torch.long, device=dev)

@@ -2,14 +2,14 @@
 
 # %% ../nbs/modules/05_training-schedule.ipynb #cfffd9aa
 """The paper's optimizer and learning-rate schedule: Adam, with warmup and then inverse-square-root decay
-(the "Noam" schedule; chapter 05)."""
+(the "Noam" schedule), and warmup then linear decay to zero for runs of a known length (chapter 05)."""
 from __future__ import annotations
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 # %% auto #0
-__all__ = ['rate', 'noam_optimizer']
+__all__ = ['rate', 'noam_optimizer', 'linear_decay', 'linear_decay_optimizer']
 
 # %% ../nbs/05_training.ipynb #2eefca61
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
@@ -26,3 +26,24 @@ def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     d_model = model.config["d_model"]
     return optimizer, LambdaLR(optimizer, lambda step: rate(step, d_model, factor, warmup))
+
+
+# %% ../nbs/05_training.ipynb #af162e54
+def linear_decay(step: int, peak: float, warmup: int, total: int) -> float:
+    """Warmup, then linear decay to zero: `peak * step / warmup` up to step `warmup`, then a straight line down to 0 at
+    step `total`, and 0 after it (step 0 counts as 1, as in `rate`)."""
+    if warmup < 1:
+        raise ValueError(f"`warmup` must be at least 1 step, got {warmup}")
+    if total <= warmup:
+        raise ValueError(f"`total` must be more steps than `warmup` ({warmup}), got {total}")
+    step = max(step, 1)
+    if step <= warmup:
+        return peak * step / warmup
+    return peak * max(0.0, (total - step) / (total - warmup))
+
+
+def linear_decay_optimizer(model, peak: float, warmup: int, total: int):
+    """Adam with the paper's settings (β = 0.9, 0.98; ε = 1e-9) and the `linear_decay` schedule, for a run of `total`
+    optimizer steps."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    return optimizer, LambdaLR(optimizer, lambda step: linear_decay(step, peak, warmup, total))

@@ -6,23 +6,24 @@
 from __future__ import annotations
 
 import hashlib
+import dataclasses
 from dataclasses import dataclass, asdict
 
 import torch
 
 from .bleu import bleu
-from .checkpoint import read_checkpoint, CheckpointError
+from .checkpoint import read_checkpoint, saved_recipe, CheckpointError
 from .data import encode_pairs, bucket_batches
 from .epoch import run_epoch
 from .fit import train
 from .loss import LabelSmoothing, SimpleLossCompute
 from .model import make_model
-from .schedule import noam_optimizer
+from .schedule import noam_optimizer, linear_decay_optimizer
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
 # %% auto #0
-__all__ = ['TranslationConfig', 'train_translation']
+__all__ = ['TranslationConfig', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint']
 
 # %% ../nbs/09_translation.ipynb #887150f2
 @dataclass
@@ -40,9 +41,11 @@ class TranslationConfig:
     smoothing: float = 0.1
     max_tokens: int = 2500        # per batch: sentences * longest sentence
     max_len: int = 100            # training pairs longer than this (in tokens) are dropped
-    epochs: int = 8
-    factor: float = 0.5           # Noam schedule
+    epochs: int = 20
+    lr: float = 1.6e-3            # the peak learning rate, reached after `warmup` optimizer steps
     warmup: int = 400
+    schedule: str = "noam"        # then the paper's 1/sqrt(step); "linear": down to 0 at the last step (chapter 05)
+    ema: float = 0.999            # the moving average of the weights that is evaluated and kept (appendix 12); 0: none
     seed: int = 0
     device: str = "cpu"
     precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
@@ -57,58 +60,91 @@ def train_translation(
     tokenizer: Tokenizer | None = None,
     progress: bool | None = None,
     on_epoch=None,
-    bleu_sentences: int | None = None,
+    bleu_sentences: int = 0,
     save=None,
     resume=None,
     world=None,
 ):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
-    token, and greedy BLEU on the first `bleu_sentences` of `val_pairs` (default: all). `save`: a checkpoint (with the
-    tokenizer) written after every epoch; `resume`: continue such a checkpoint's run (only `config.epochs`,
-    `config.device` and `config.precision` are taken from `config`, and `train_pairs` must be the saved run's);
-    `world`: several processes (chapter 10)."""
-    data = _fingerprint(train_pairs)
+    token, and, when `bleu_sentences` > 0, BLEU on that many sentences of `val_pairs`, decoded as `config` says.
+    `save`: a checkpoint (with the tokenizer) written after every epoch; `resume`: continue such a checkpoint's run
+    (only `config.epochs`, `config.device` and `config.precision` are taken from `config`, and `train_pairs` must be
+    the saved run's; the schedule stays the one planned for the saved run's epochs); `world`: several processes
+    (chapter 10). The warmup and the moving average's span are at most a quarter of the run's steps each."""
+    data, planned = _fingerprint(train_pairs), config.epochs
     if resume is not None:
-        extra = read_checkpoint(resume, kind="translation")["extra"]
-        if not extra.get("config"):
-            raise CheckpointError(resume, "a translator without its training run (save_translator keeps the model and "
-                                  "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
-        if extra.get("data", data) != data:
-            raise CheckpointError(resume, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
-                                  f"{data}): resume with the same pairs, or start a new run", ours=True)
-        config = TranslationConfig(**{**extra["config"], "epochs": config.epochs, "device": config.device,
-                                      "precision": config.precision})
+        saved = recipe_from_checkpoint(resume, data)
+        config, planned = dataclasses.replace(saved, epochs=config.epochs, device=config.device,
+                                              precision=config.precision), saved.epochs
+        if saved.schedule == "linear" and config.epochs != saved.epochs:
+            raise ValueError(f"`epochs`: the run in {resume} decays its learning rate to zero at the end of epoch "
+                             f"{saved.epochs}; resume it with epochs={saved.epochs}")
         model, tokenizer, _ = load_translator(resume, config.device)
     else:
-        torch.manual_seed(config.seed)
-        if tokenizer is None:
-            tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
-        V = len(tokenizer)
-        model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h,
-                           dropout=config.dropout, attn_dropout=config.attn_dropout,
-                           ff_dropout=config.ff_dropout, pre_norm=config.pre_norm, padding_idx=tokenizer.pad,
-                           tie_weights=True, share_embeddings=True)
+        model, tokenizer = _new_model(config, train_pairs, tokenizer)
     model.to(config.device)
     train_examples = encode_pairs(train_pairs, tokenizer, config.max_len)
+    batches = lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch)
     val_batches = bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)
     val_batches = [b.to(config.device) for b in val_batches]
     loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(len(tokenizer), tokenizer.pad, config.smoothing))
-    sample = val_pairs[:bleu_sentences] if bleu_sentences is not None else val_pairs
+    sample = val_pairs[:bleu_sentences]
 
     def evaluate(model):
         val_loss, _ = run_epoch(val_batches, model, loss_compute, mode="eval", progress=False,
                                 precision=config.precision)
-        hypotheses = translate(model, tokenizer, [de for de, _ in sample], precision=config.precision)
+        if not sample:
+            return dict(val_loss=val_loss)
+        hypotheses = translate(model, tokenizer, [de for de, _ in sample], config.beam_size, config.length_penalty,
+                               precision=config.precision)
         return dict(val_loss=val_loss, val_bleu=bleu(hypotheses, [en for _, en in sample]).score)
 
-    optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
-    history = train(model, lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch),
-                    config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate, on_epoch=on_epoch,
-                    save=save, resume=resume, kind="translation", progress=progress, world=world,
-                    precision=config.precision,
+    steps = sum(len(batches(epoch)) for epoch in range(1, planned + 1))     # the schedule of the run as planned
+    optimizer, scheduler = translation_optimizer(model, config, steps)
+    ema = max(0.0, min(config.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
+    history = train(model, batches, config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate,
+                    on_epoch=on_epoch, save=save, resume=resume, kind="translation", progress=progress, world=world,
+                    precision=config.precision, ema=ema,
                     extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config), "data": data})
     return model, tokenizer, history
+
+
+def translation_optimizer(model, config: TranslationConfig, steps: int):
+    """Adam and the recipe's schedule for a run of `steps` optimizer steps: up to `config.lr` in `config.warmup` steps
+    (at most a quarter of the run, so that a short run still trains), then "linear" (down to zero at the last step) or
+    "noam" (the paper's, with the factor that peaks at `config.lr`)."""
+    if config.schedule not in ("linear", "noam"):
+        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {config.schedule!r}")
+    warmup = max(1, min(config.warmup, steps // 4))
+    if config.schedule == "noam":
+        return noam_optimizer(model, config.lr * (model.config["d_model"] * warmup) ** 0.5, warmup)
+    return linear_decay_optimizer(model, config.lr, warmup, max(steps, warmup + 1))
+
+
+def _new_model(config: TranslationConfig, train_pairs, tokenizer):
+    "A new model for `config` (and the tokenizer, learned from `train_pairs` unless given)."
+    torch.manual_seed(config.seed)
+    if tokenizer is None:
+        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
+    V = len(tokenizer)
+    model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h, dropout=config.dropout,
+                       attn_dropout=config.attn_dropout, ff_dropout=config.ff_dropout, pre_norm=config.pre_norm,
+                       padding_idx=tokenizer.pad, tie_weights=True, share_embeddings=True)
+    return model, tokenizer
+
+
+def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationConfig:
+    """The `TranslationConfig` a `train_translation(save=...)` checkpoint was trained with, with `changes` applied;
+    `data` (a `_fingerprint` of the training pairs): refuse a run that trained on other pairs."""
+    extra = read_checkpoint(path, kind="translation")["extra"]
+    if not extra.get("config"):
+        raise CheckpointError(path, "a translator without its training run (save_translator keeps the model and "
+                              "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
+    if data is not None and extra.get("data", data) != data:
+        raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
+                              f"{data}): resume with the same pairs, or start a new run", ours=True)
+    return saved_recipe(path, TranslationConfig, "translation", **changes)
 
 
 def _fingerprint(pairs) -> str:
