@@ -60,6 +60,21 @@ CLI = [
     (["translate", "--warmup", "1.5", "--data", "."], "argument --warmup: invalid _positive value: '1.5'"),
     (["translate", "--schedule", "", "--data", "."], "argument --schedule: invalid choice: ''"),
     (["copy", "--lr", "1e-3"], "unrecognized arguments: --lr 1e-3"),
+    (["copy", "--threads", "0"], "argument --threads: expected a positive integer, got 0"),
+    (["translate", "--threads", "-2", "--data", "."], "argument --threads: expected a positive integer, got -2"),
+    (["translate", "--test-sentences", "0", "--data", "."], "argument --test-sentences: expected a positive integer"),
+    (["translate", "--examples", "-1", "--data", "."], "argument --examples: expected a positive integer, got -1"),
+    (["translate", "--train-pairs", "0", "--data", "."], "argument --train-pairs: expected a positive integer, got 0"),
+    (["translate", "--beam-size", "0", "--data", "."], "argument --beam-size/--beam: expected a positive integer, got 0"),
+    (["translate", "--beam", "0", "--data", "."], "argument --beam-size/--beam: expected a positive integer, got 0"),
+    (["translate", "--max-tokens", "0", "--data", "."], "argument --max-tokens: expected a positive integer, got 0"),
+    (["translate", "--vocab-size", "2.5", "--data", "."], "argument --vocab-size: invalid _positive value: '2.5'"),
+    (["copy", "--batch-size", "0"], "argument --batch-size: expected a positive integer, got 0"),
+    (["copy", "--d-ff", "0"], "argument --d-ff: expected a positive integer, got 0"),
+    (["summary", "--dropout", "-0.1"], "argument --dropout: expected a probability in [0, 1), got -0.1"),
+    (["summary", "--tgt-vocab", "0"], "argument --tgt-vocab: expected a positive integer, got 0"),
+    (["copy", "--sentence", "x"], "unrecognized arguments: --sentence x"),
+    (["summary", "--save", "x.pt"], "unrecognized arguments: --save x.pt"),
     (["summary", "--share-embeddings", "--tgt-vocab", "100"], "src_vocab=37000 and tgt_vocab=100"),
     (["translate", "--checkpoint", "m.pt", "--d-model", "64", "--vocab-size", "100"],
      "--checkpoint uses the recipe saved in m.pt: --d-model, --vocab-size would be ignored"),
@@ -354,3 +369,70 @@ def test_a_tampered_recipe_is_refused_in_one_line(tmp_path, saved, message):
                     extra={"config": saved}, kind="translation")
     with pytest.raises(CheckpointError, match=re.escape(message)):
         saved_recipe(tmp_path / "m.pt", TranslationConfig, "translation")
+
+
+@pytest.fixture
+def translator_file(tmp_path, tiny_translator):
+    from transformer_nb.translator import save_translator
+    model, tokenizer = tiny_translator
+    save_translator(tmp_path / "mt.pt", model, tokenizer)
+    return str(tmp_path / "mt.pt")
+
+
+@pytest.mark.parametrize("sentence, message", [
+    ("", "--sentence: sentence 1 ('') is empty, not a string or holds control characters"),
+    ("   ", "--sentence: sentence 1 ('   ') is empty, not a string or holds control characters"),
+    ("ein\x1b[31m hund", "is empty, not a string or holds control characters"),
+    ("😀", "--sentence: sentence 1 ('😀') holds no character the tokenizer knows"),
+])
+def test_the_command_line_refuses_a_sentence_it_cannot_translate(translator_file, sentence, message):
+    status, out, err = _run(["translate", "--checkpoint", translator_file, "--sentence", sentence])
+    assert status == 2 and message in err and "Traceback" not in err, err
+
+
+def test_a_translator_is_refused_where_a_copy_model_is_expected_and_back(tmp_path, translator_file):
+    copy_model = str(tmp_path / "copy.pt")
+    assert _run(["copy", "--epochs", "1", "--save", copy_model, "--examples", "1"])[0] == 0
+    status, _, err = _run(["copy", "--checkpoint", translator_file])
+    assert status == 2 and "a checkpoint of a translation model, not of a copy-task model" in err, err
+    status, _, err = _run(["translate", "--checkpoint", copy_model, "--sentence", "ein hund"])
+    assert status == 2 and "a checkpoint of a copy model, not of a translation model" in err, err
+    status, _, err = _run(["translate", "--resume", copy_model, "--data", "."])
+    assert status == 2 and "a checkpoint of a copy model, not of a translation model" in err, err
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, True, "8"])
+def test_translate_names_a_batch_size_it_cannot_use(tiny_translator, batch_size):
+    from transformer_nb.translator import translate
+    model, tokenizer = tiny_translator
+    with pytest.raises(ValueError, match=re.escape(f"`batch_size` must be a positive integer, got {batch_size!r}")):
+        translate(model, tokenizer, ["ein hund"], batch_size=batch_size)
+
+
+def test_bleu_with_moses_still_checks_its_inputs():
+    from transformer_nb.bleu import bleu
+    with pytest.raises(ValueError, match="`hypotheses` and `references` must have equal lengths"):
+        bleu(["a", "b"], ["a"], moses=True)
+    with pytest.raises(ValueError, match="`hypotheses` is empty"):
+        bleu([], [], moses=True)
+
+
+@pytest.mark.parametrize("max_len, message", [(0, "got 0"), (-3, "got -3"), (2.5, "got 2.5"), (True, "got True")])
+@pytest.mark.parametrize("decoder", ["greedy_decode", "beam_search"])
+def test_decoders_name_a_max_len_they_cannot_use(max_len, message, decoder):
+    from transformer_nb import decoding
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
+    with pytest.raises(ValueError, match=re.escape("`max_len` counts the start symbol and must be an integer of at "
+                                                   f"least 1, {message}")):
+        getattr(decoding, decoder)(model, torch.tensor([[1, 5, 6, 2]]), None, max_len, start_symbol=1, end_symbol=2)
+
+
+@pytest.mark.parametrize("texts, message", [
+    (["ein hund", 3], "got an item of type int: 3"),
+    (["ein hund", None], "got an item of type NoneType: None"),
+    ([b"ein hund"], "got an item of type bytes"),
+])
+def test_tokenizer_names_a_text_that_is_not_a_string(texts, message):
+    from transformer_nb.tokenizer import Tokenizer
+    with pytest.raises(TypeError, match=re.escape(f"`texts` must be a list of strings, {message}")):
+        Tokenizer.train(texts, vocab_size=None)

@@ -89,8 +89,8 @@ def _check_decode_args(model, src, src_mask, max_len) -> int:
             f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
             f"got {tuple(src_mask.shape)}"
         )
-    if max_len < 1:
-        raise ValueError(f"`max_len` counts the start symbol and must be at least 1, got {max_len}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"`max_len` counts the start symbol and must be an integer of at least 1, got {max_len!r}")
     limit = max_positions(model)
     if limit is not None and max_len > limit:
         warnings.warn(

@@ -106,6 +106,10 @@ class Tokenizer:
         merges."""
         if isinstance(texts, str):
             raise TypeError("`texts` must be a list of strings, got a single string: wrap it in a list")
+        texts = list(texts)
+        if not all(isinstance(t, str) for t in texts):
+            bad = next(t for t in texts if not isinstance(t, str))
+            raise TypeError(f"`texts` must be a list of strings, got an item of type {type(bad).__name__}: {bad!r}")
         alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
         if not alphabet:
             raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
