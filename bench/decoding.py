@@ -35,7 +35,7 @@ def main():
     print(f"{'tokens':>7} {'uncached tok/s':>15} {'cached tok/s':>13} {'ratio':>7}")
     for n in a.lengths:
         def run(use_cache):
-            out = greedy_decode(model, src, mask, max_len=n + 1, start_symbol=1, use_cache=use_cache)  # no end symbol: exactly n tokens
+            out = greedy_decode(model, src, mask, max_length=n + 1, start_symbol=1, use_cache=use_cache)  # no end symbol: exactly n tokens
             if a.device == "cuda":
                 torch.cuda.synchronize()
             assert out.size(1) == n + 1

@@ -36,7 +36,8 @@ MATHJAX_VERSION = "3.2.2"
 DOC_HOST = "https://transformer-nb.github.io/transformer_nb/"
 GIT_URL = "https://github.com/transformer-nb/transformer_nb"
 TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "include: false": "remove-cell",
-        "code-fold: true": "hide-input"}
+        "code-fold: true": "hide-input",
+        "solution: true": "hide-cell"}          # an exercise's worked solution: code and output folded together
 APPENDICES = ["08_interop.ipynb", "12_fit.ipynb", "13_precision.ipynb", "20_cli.ipynb"]   # listed apart in the sidebar
 
 
@@ -163,9 +164,23 @@ def _toctrees(notebooks, page_names) -> str:
     return block("Chapters", chapters) + "\n" + block("Appendices", appendices) + "\n" + block("Reference", ["api"])
 
 
+def _skip_solutions_in_nbdev():
+    """nbdev's processing runs every cell that holds an import (to render `show_doc`), which would run an exercise's
+    solution (`#| solution: true`) without the cells before it. Solutions are shown with their stored outputs, like every
+    other cell, so nbdev never needs to run them."""
+    import nbdev.processors as processors
+    import nbdev.serve
+    do_eval = getattr(processors._do_eval, "__wrapped__", processors._do_eval)
+    skip = lambda cell: None if "solution:" in cell.directives_ else do_eval(cell)
+    skip.__wrapped__ = do_eval
+    processors._do_eval = skip
+    nbdev.serve.parallel = lambda f, items, **kwargs: [f(item) for item in items]   # in this process, so patched
+
+
 def prepare_sources(src: Path):
     "Process the notebooks with nbdev and write Sphinx sources into `src`."
     from nbdev.serve import proc_nbs
+    _skip_solutions_in_nbdev()
     proc = proc_nbs(force=True, n_workers=1)
     if src.exists():
         shutil.rmtree(src)

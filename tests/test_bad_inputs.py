@@ -3,12 +3,14 @@ named, the API raises ValueError or TypeError naming the argument. (Issue: a hos
 import contextlib
 import io
 import re
+from dataclasses import asdict
 
 import pytest
 import torch
 
 from transformer_nb.cli import main
 from transformer_nb.model import make_model
+from transformer_nb.translation import TranslationConfig
 
 
 def _run(argv):
@@ -45,6 +47,8 @@ CLI = [
     (["translate", "--length-penalty", "1e308", "--data", "."], "argument --length-penalty: expected a number in [0, 10]"),
     (["copy", "--checkpoint", "no/such/file.pt"], "--checkpoint no/such/file.pt: no such file"),
     (["copy", "--resume", "no/such/file.pt"], "--resume no/such/file.pt: no such file"),
+    (["copy", "--checkpoint", "."], "--checkpoint .: a folder, not a file"),
+    (["translate", "--resume", ".", "--data", "."], "--resume .: a folder, not a file"),
     (["copy", "--save", ""], "`--save` is empty"),
     (["copy", "--checkpoint", "x.pt", "--save", "y.pt"], "cannot be combined with --save or --resume"),
     (["translate", "--data", "no/such/folder"], "--data no/such/folder: not a folder"),
@@ -109,7 +113,7 @@ API = [
     (dict(src_vocab=0), "`src_vocab` must be a positive integer, got 0"),
     (dict(src_vocab=10.5), "`src_vocab` must be a positive integer, got 10.5"),
     (dict(N=True), "`N` must be a positive integer, got True"),
-    (dict(max_len=10**6), "`max_len` must be at most 100,000"),
+    (dict(max_positions=10**6), "`max_positions` must be at most 100,000"),
     (dict(dropout=1.0), "`dropout` must be a probability in [0, 1)"),
     (dict(attn_dropout=-0.1), "`attn_dropout` must be a probability in [0, 1) or None"),
     (dict(padding_idx=20), "`padding_idx` must be None or a token id in [0, 10)"),
@@ -361,9 +365,12 @@ def test_bleu_names_a_bootstrap_count_it_cannot_use(n):
 @pytest.mark.parametrize("saved, message", [
     (["vocab_size", 4000], "its recipe is a list, not a dict of TranslationConfig fields"),
     ({"vocab_size": 4000}, "its recipe does not fit this version's TranslationConfig (unknown fields: none; missing: N"),
+    ({**asdict(TranslationConfig()), "max_tokens": 0}, "m.pt: its recipe cannot be used: `max_tokens` must be an integer of at least 1, got 0"),
+    ({**asdict(TranslationConfig()), "lr": "fast"}, "m.pt: its recipe cannot be used: `lr` must be a learning rate in (0, 1], got 'fast'"),
 ])
 def test_a_tampered_recipe_is_refused_in_one_line(tmp_path, saved, message):
-    from transformer_nb.checkpoint import CheckpointError, save_checkpoint, saved_recipe
+    from transformer_nb.checkpoint import CheckpointError, save_checkpoint
+    from transformer_nb.recipe import saved_recipe
     from transformer_nb.translation import TranslationConfig
     save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0),
                     extra={"config": saved}, kind="translation")
@@ -417,14 +424,14 @@ def test_bleu_with_moses_still_checks_its_inputs():
         bleu([], [], moses=True)
 
 
-@pytest.mark.parametrize("max_len, message", [(0, "got 0"), (-3, "got -3"), (2.5, "got 2.5"), (True, "got True")])
+@pytest.mark.parametrize("max_length, message", [(0, "got 0"), (-3, "got -3"), (2.5, "got 2.5"), (True, "got True")])
 @pytest.mark.parametrize("decoder", ["greedy_decode", "beam_search"])
-def test_decoders_name_a_max_len_they_cannot_use(max_len, message, decoder):
+def test_decoders_name_a_max_length_they_cannot_use(max_length, message, decoder):
     from transformer_nb import decoding
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
-    with pytest.raises(ValueError, match=re.escape("`max_len` counts the start symbol and must be an integer of at "
+    with pytest.raises(ValueError, match=re.escape("`max_length` counts the start symbol and must be an integer of at "
                                                    f"least 1, {message}")):
-        getattr(decoding, decoder)(model, torch.tensor([[1, 5, 6, 2]]), None, max_len, start_symbol=1, end_symbol=2)
+        getattr(decoding, decoder)(model, torch.tensor([[1, 5, 6, 2]]), None, max_length, start_symbol=1, end_symbol=2)
 
 
 @pytest.mark.parametrize("texts, message", [
@@ -436,3 +443,163 @@ def test_tokenizer_names_a_text_that_is_not_a_string(texts, message):
     from transformer_nb.tokenizer import Tokenizer
     with pytest.raises(TypeError, match=re.escape(f"`texts` must be a list of strings, {message}")):
         Tokenizer.train(texts, vocab_size=None)
+
+
+RECIPE = [
+    (dict(vocab_size=0), "`vocab_size` must be an integer of at least 1, got 0"),
+    (dict(epochs=0), "`epochs` must be an integer of at least 1, got 0"),                # was a ZeroDivisionError
+    (dict(epochs=2.5), "`epochs` must be an integer of at least 1, got 2.5"),
+    (dict(drop_longer_than=0), "`drop_longer_than` must be an integer of at least 3, got 0"),             # every pair dropped
+    (dict(max_tokens=True), "`max_tokens` must be an integer of at least 1, got True"),
+    (dict(warmup=-1), "`warmup` must be an integer of at least 1, got -1"),
+    (dict(seed=-1), "`seed` must be an integer of at least 0, got -1"),
+    (dict(beam_size=0), "`beam_size` must be an integer of at least 1, got 0"),
+    (dict(lr=-1.0), "`lr` must be a learning rate in (0, 1], got -1.0"),                  # trained on, silently
+    (dict(lr=float("nan")), "`lr` must be a learning rate in (0, 1], got nan"),
+    (dict(lr="1e-3"), "`lr` must be a learning rate in (0, 1], got '1e-3'"),
+    (dict(ema=1.5), "`ema` must be a decay in (0, 1), or 0 for none, got 1.5"),
+    (dict(smoothing=1.0), "`smoothing` must be a probability in [0, 1), got 1.0"),
+    (dict(length_penalty=-1.0), "`length_penalty` must be a number in [0, 10], got -1.0"),
+    (dict(schedule="cosine"), "`schedule` must be 'linear' or 'noam', got 'cosine'"),
+    (dict(precision="fp16"), "`precision` must be one of fp32, bf16, auto, got 'fp16'"),
+    (dict(device="gpu"), "`device` must be a PyTorch device such as 'cpu' or 'cuda', got 'gpu'"),
+    (dict(N=0), "`N` must be a positive integer, got 0"),
+    (dict(h=3), "d_model=256 must be divisible by the number of heads h=3"),
+    (dict(dropout=1.5), "`dropout` must be a probability in [0, 1), got 1.5"),
+    (dict(attn_dropout=-0.1), "`attn_dropout` must be a probability in [0, 1) or None, got -0.1"),
+    (dict(pre_norm="yes"), "`pre_norm` must be True or False, got 'yes'"),
+]
+
+
+@pytest.mark.parametrize("fields, message", RECIPE, ids=[str(f) for f, _ in RECIPE])
+def test_a_translation_recipe_names_a_field_it_cannot_use(fields, message):
+    "Checked when the recipe is made (before seconds of tokenizer training), also by `dataclasses.replace`."
+    import dataclasses
+    from transformer_nb.translation import TranslationConfig
+    with pytest.raises(ValueError, match=re.escape(message)):
+        TranslationConfig(**fields)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataclasses.replace(TranslationConfig(), **fields)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda t, c: t(c, [("ein hund", "a dog")], []), ValueError, "`val_pairs` is empty"),   # was val loss 0.0
+    (lambda t, c: t(c, [], [("ein hund", "a dog")]), ValueError, "`train_pairs` is empty: nothing to train on"),
+    (lambda t, c: t(c, ["ab", "cd"], [("ein hund", "a dog")]), TypeError,                     # trained on letters
+     "`train_pairs[0]` must be a (source, target) pair of strings, got 'ab'"),
+    (lambda t, c: t(c, [("ein hund", "a dog", "x")], [("a", "b")]), TypeError, "`train_pairs[0]` must be a (source"),
+    (lambda t, c: t(c, [("ein hund", "a dog")], [("a", None)]), TypeError, "`val_pairs[0]` must be a (source"),
+    (lambda t, c: t({"epochs": 1}, [("a", "b")], [("a", "b")]), TypeError, "`config` must be a TranslationConfig, got dict"),
+])
+def test_train_translation_names_data_it_cannot_use(call, error, message):
+    from transformer_nb.translation import TranslationConfig, train_translation
+    with pytest.raises(error, match=re.escape(message)):
+        call(train_translation, TranslationConfig(vocab_size=40, N=1, d_model=16, d_ff=32, h=2, epochs=1))
+
+
+@pytest.mark.parametrize("ids, message", [
+    ([5, 99], "got 99"), ([-1], "got -1"), ([1.5], "got 1.5"), ("abc", "got 'abc'"), ([True], "got True"),
+])
+def test_tokenizer_decode_refuses_ids_outside_its_vocabulary(tiny_translator, ids, message):
+    "An id outside the vocabulary used to become <unk> silently, and a string a TypeError naming nothing."
+    _, tokenizer = tiny_translator
+    with pytest.raises(ValueError, match=re.escape(f"`ids` must be token ids, integers in [0, {len(tokenizer)}), {message}")):
+        tokenizer.decode(ids)
+    assert tokenizer.decode(torch.tensor([tokenizer.bos, 5, tokenizer.eos])) == tokenizer.decode([5])
+
+
+@pytest.mark.parametrize("state, message", [
+    ({}, "a tokenizer state is a dict with 'alphabet' and 'merges'"),
+    ([], "a tokenizer state is a dict with 'alphabet' and 'merges'"),
+    ({"alphabet": [1, 2], "merges": []}, "a tokenizer's 'alphabet' is a list of single characters, got list [1, 2]"),
+    ({"alphabet": ["ab"], "merges": []}, "a tokenizer's 'alphabet' is a list of single characters"),
+    ({"alphabet": ["a", "b"], "merges": [["a", "c"]]}, "a tokenizer's merge 0 must join two pieces known before it"),
+    ({"alphabet": ["a", "b"], "merges": [["a", "b"], ["ab"]]}, "a tokenizer's merge 1 must join two pieces"),
+])
+def test_a_tampered_tokenizer_state_is_refused(tmp_path, tiny_translator, state, message):
+    "Directly, and inside a translator file (one line naming the file): an alphabet of integers used to load."
+    from transformer_nb.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
+    from transformer_nb.tokenizer import Tokenizer
+    from transformer_nb.translator import load_translator, save_translator
+    with pytest.raises(ValueError, match=re.escape(message)):
+        Tokenizer.from_state_dict(state)
+    model, tokenizer = tiny_translator
+    save_translator(tmp_path / "good.pt", model, tokenizer)
+    extra = {**read_checkpoint(tmp_path / "good.pt")["extra"], "tokenizer": state}
+    save_checkpoint(tmp_path / "bad.pt", model, extra=extra, kind="translation")
+    with pytest.raises(CheckpointError, match=re.escape(f"its tokenizer is malformed: {message}")):
+        load_translator(tmp_path / "bad.pt")
+    assert load_translator(tmp_path / "good.pt")[1].state_dict() == tokenizer.state_dict()
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda e, b: e([("ein", "a")], 0), ValueError, "`drop_longer_than` must be None or an integer of at least 3"),
+    (lambda e, b: e([("ein", "a")], 2.5), ValueError, "`drop_longer_than` must be None or an integer of at least 3"),
+    (lambda e, b: e("ab", None), TypeError, "`pairs` must be a list of (source, target) pairs of strings, got str"),
+    (lambda e, b: e([("ein", "a", "b")], None), TypeError, "`pairs[0]` must be a (source, target) pair of strings"),
+    (lambda e, b: b([([1, 5, 2], [1, 6, 2])], 2.5), ValueError, "`max_tokens` must be a positive integer, got 2.5"),
+    (lambda e, b: b([([1, 5, 2], [1, 6, 2])], 0), ValueError, "`max_tokens` must be a positive integer, got 0"),
+    (lambda e, b: b([([1, 5, 2], [1, 6, 2])], 100, seed="x"), TypeError, "`seed` must be an integer, got 'x'"),
+])
+def test_pairs_and_batches_name_what_they_cannot_use(tiny_translator, call, error, message):
+    from transformer_nb.data import bucket_batches, encode_pairs
+    _, tokenizer = tiny_translator
+    with pytest.raises(error, match=re.escape(message)):
+        call(lambda pairs, longest: encode_pairs(pairs, tokenizer, longest), bucket_batches)
+
+
+@pytest.mark.parametrize("hypotheses, references, message", [
+    ("a dog", "a dog", "`hypotheses` must be a list of sentences, got a single string"),    # scored letter by letter
+    (["a dog"], "a dog", "`references` must be a list of sentences, got a single string"),
+    ([None], ["a dog"], "`hypotheses[0]` must be a string, got NoneType"),
+    (["a dog"], [["a dog"]], "`references[0]` must be a string, got list"),
+])
+def test_bleu_names_texts_it_cannot_score(hypotheses, references, message):
+    from transformer_nb.bleu import bleu
+    with pytest.raises(TypeError, match=re.escape(message)):
+        bleu(hypotheses, references)
+
+
+@pytest.mark.parametrize("args, error, message", [
+    (dict(beam_size=2.5), ValueError, "`beam_size` must be a positive integer (1: greedy), got 2.5"),
+    (dict(beam_size=0), ValueError, "`beam_size` must be a positive integer (1: greedy), got 0"),
+    (dict(model=None), TypeError, "`model` must be a model built by make_model (or load_translator), got NoneType"),
+    (dict(tokenizer="bpe"), TypeError, "`tokenizer` must be a Tokenizer, got str"),
+])
+def test_translate_names_a_model_tokenizer_or_beam_it_cannot_use(tiny_translator, args, error, message):
+    from transformer_nb.translator import translate
+    model, tokenizer = tiny_translator
+    kwargs = {**dict(model=model, tokenizer=tokenizer, sentences=["ein hund"]), **args}
+    with pytest.raises(error, match=re.escape(message)):
+        translate(**kwargs)
+
+
+def test_save_translator_names_a_missing_tokenizer_before_writing(tmp_path, tiny_translator):
+    from transformer_nb.translator import save_translator
+    model, _ = tiny_translator
+    with pytest.raises(TypeError, match="`tokenizer` must be a Tokenizer, got NoneType"):
+        save_translator(tmp_path / "t.pt", model, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_is_not_read_as_a_checkpoint(tmp_path):
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.translator import load_translator
+    with pytest.raises(CheckpointError, match=re.escape(f"{tmp_path}: not a transformer-nb checkpoint (a folder, not a file)")):
+        load_translator(tmp_path)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(vocab=3), "`vocab` must be an integer of at least 4, got 3"),
+    (dict(min_symbols=5, max_symbols=3), "`max_symbols` must be an integer of at least 5, got 3"),
+    (dict(batches_per_epoch=0), "`batches_per_epoch` must be an integer of at least 1, got 0"),
+    (dict(factor=0.0), "`factor` must be a positive number, got 0.0"),
+    (dict(target_accuracy=100), "`target_accuracy` must be a fraction in (0, 1], got 100"),      # a percentage
+    (dict(smoothing=float("nan")), "`smoothing` must be a probability in [0, 1), got nan"),
+    (dict(h=5), "d_model=32 must be divisible by the number of heads h=5"),
+    (dict(device="tpu:0"), "`device` must be a PyTorch device such as 'cpu' or 'cuda', got 'tpu:0'"),
+])
+def test_a_copy_recipe_names_a_field_it_cannot_use(fields, message):
+    from transformer_nb.copy_task import CopyConfig
+    with pytest.raises(ValueError, match=re.escape(message)):
+        CopyConfig(**fields)

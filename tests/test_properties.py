@@ -14,10 +14,10 @@ V = 13
 FAST = settings(max_examples=25, deadline=None)
 
 
-def small_model(seed, pre_norm=False, learned_pos=False, dropout=0.0, max_len=64):
+def small_model(seed, pre_norm=False, learned_pos=False, dropout=0.0, max_positions=64):
     torch.manual_seed(seed)
     return make_model(V, V, N=2, d_model=16, d_ff=32, h=2, dropout=dropout, pre_norm=pre_norm,
-                      learned_pos=learned_pos, max_len=max_len, padding_idx=PAD).eval()
+                      learned_pos=learned_pos, max_positions=max_positions, padding_idx=PAD).eval()
 
 
 def tokens(gen, batch, length, lengths=None):
@@ -124,11 +124,11 @@ def test_eval_mode_is_deterministic():
 
 
 def test_fixed_seed_reproduces_training_losses():
-    config = CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, target_accuracy=2.0, seed=3)
+    config = CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, seed=3)
     first = [r["loss"] for r in train_copy(config)[1]]
     second = [r["loss"] for r in train_copy(config)[1]]
     assert first == second
-    other = [r["loss"] for r in train_copy(CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, target_accuracy=2.0, seed=4))[1]]
+    other = [r["loss"] for r in train_copy(CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, seed=4))[1]]
     assert other != first
 
 
@@ -136,7 +136,7 @@ def test_fixed_seed_reproduces_training_losses():
 
 @pytest.fixture(scope="module")
 def model():
-    return small_model(0, max_len=16)
+    return small_model(0, max_positions=16)
 
 
 def _args(src, tgt):
@@ -176,7 +176,7 @@ def test_token_ids_outside_the_vocabulary(model):
 
 def test_sequence_longer_than_the_positional_table(model):
     src = torch.randint(1, V, (1, 17))
-    with pytest.raises(ValueError, match="length 17 starting at `start`=0, but max_len=16"):
+    with pytest.raises(ValueError, match="length 17 starting at `start`=0, but max_positions=16"):
         model(*_args(src, src[:, :4]))
 
 

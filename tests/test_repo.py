@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -98,7 +100,7 @@ LAYERS = [
     ("the model", ["embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
     ("inference", ["decoding"]),
-    ("files and checkpoints", ["files", "checkpoint"]),
+    ("files and checkpoints", ["files", "checkpoint", "recipe"]),
     ("text and data", ["tokenizer", "data", "bleu"]),
     ("a trained translator", ["translator"]),
     ("the fit loop", ["fit"]),
@@ -169,3 +171,42 @@ def test_every_module_has_one_concern_in_at_most_250_lines():
     long = {p.name: n for p in (ROOT / "transformer_nb").glob("*.py") if not p.name.startswith("_")
             and (n := len(p.read_text(encoding="utf-8").splitlines())) > 250}
     assert not long, f"modules over 250 lines: {long}"
+
+
+# Chapter 09's exercises train translators of about 18 minutes each; their hints and solutions come with the trained
+# translator the repository will ship (the browser chapter's issue), so that a solution loads it instead of training.
+EXERCISES_WITHOUT_SOLUTIONS = {"09_translation.ipynb"}
+
+
+def _exercises(nb: Path) -> list:
+    "The chapter's exercises between '## Exercises' and '## Summary': `(number, its markdown, the code cell after it)`."
+    cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+    text = lambda c: "".join(c["source"])
+    start = next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and "## Exercises" in text(c)), None)
+    assert start is not None, f"{nb.name} has no '## Exercises' section"
+    found = []
+    for i, c in enumerate(cells[start:], start):
+        body = text(c).split("## Exercises", 1)[-1]
+        if c["cell_type"] == "markdown" and re.search(r"^## Summary", body, re.M):
+            break
+        after = cells[i + 1] if i + 1 < len(cells) and cells[i + 1]["cell_type"] == "code" else None
+        if c["cell_type"] == "markdown":
+            found += [(int(m[1]), body, after and text(after)) for m in re.finditer(r"^(\d+)\. ", body, re.M)]
+    return found
+
+
+@pytest.mark.parametrize("nb", sorted(p.name for p in (ROOT / "nbs").glob("[0-9]*.ipynb")))
+def test_every_exercise_has_a_hint_and_a_worked_solution_folded(nb):
+    """Each exercise is its own markdown cell holding a folded hint and a folded worked solution (`<details>`); a code
+    cell that follows it is the solution's code, folded on the site with its output (`#| solution: true`)."""
+    if nb in EXERCISES_WITHOUT_SOLUTIONS:
+        pytest.skip("its exercises need the trained translator the repository does not ship yet")
+    exercises = _exercises(ROOT / "nbs" / nb)
+    numbers = [n for n, _, _ in exercises]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 3, f"{nb}: exercises {numbers}"
+    for n, body, code in exercises:
+        assert body.count("<details><summary>Hint</summary>") == 1, f"{nb} exercise {n}: one folded hint"
+        assert body.count("<details><summary>Solution</summary>") == 1, f"{nb} exercise {n}: one folded solution"
+        assert body.count("</details>") == 2, f"{nb} exercise {n}"
+        if code is not None:
+            assert code.startswith("#| solution: true\n"), f"{nb} exercise {n}: its code cell is not marked a solution"

@@ -14,6 +14,12 @@ def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bo
     score, comparable with them: both sides lowercased, punctuation-normalized and tokenized by the Moses tokenizer
     (sacremoses, with its escaping), then BLEU on those tokens as they are. `n_bootstrap` > 1: also a 95% confidence
     interval from that many bootstrap resamples of the sentences (sacreBLEU's; printed as `μ = mean ± half-width`)."""
+    for name, texts in (("hypotheses", hypotheses), ("references", references)):
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(f"`{name}` must be a list of sentences, got a single string: wrap it in a list")
+        bad = next((n for n, s in enumerate(texts) if not isinstance(s, str)), None)
+        if bad is not None:
+            raise TypeError(f"`{name}[{bad}]` must be a string, got {type(texts[bad]).__name__}: {texts[bad]!r:.60}")
     if not hypotheses:
         raise ValueError("`hypotheses` is empty: BLEU needs at least one sentence")
     if len(hypotheses) != len(references):

@@ -5,7 +5,7 @@
 before anything is built (appendix 12)."""
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -14,7 +14,7 @@ from .files import atomic_write
 from .model import make_model, make_model_defaults, check_config
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'MAX_POSITIONS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'saved_recipe', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
@@ -41,7 +41,7 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
     atomic_write(path, lambda f: torch.save(checkpoint, f))
 
 
-CHECKPOINT_FORMAT = "transformer-nb checkpoint 1"
+CHECKPOINT_FORMAT = "transformer-nb checkpoint 2"   # 2: the positional table's size is `max_positions`
 _PLAIN = (type(None), bool, int, float, str, torch.Tensor)
 
 
@@ -70,16 +70,13 @@ class CheckpointError(ValueError):
         super().__init__(f"{path}: {reason}" if ours else f"{path}: not a transformer-nb checkpoint ({reason})")
 
 
-MAX_POSITIONS = 100_000      # largest sinusoidal table built from a checkpoint (it is not stored in the file)
-
-
 def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     """Load and check a checkpoint without building anything: the safe loader (`weights_only=True`), the expected keys,
     a valid config that agrees with every saved tensor's shape, finite weights, and `kind` when given.
     Raises `CheckpointError` with a one-line reason for anything else."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(path, "no such file")
+        raise CheckpointError(path, "a folder, not a file" if path.is_dir() else "no such file")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:                                                # empty, truncated, text, hostile pickle, ...
@@ -151,8 +148,6 @@ def _check_config_against_weights(config: dict, weights: dict):
         layers = {int(k.split(".")[2]) for k in weights if k.startswith(f"{stack}.layers.")}
         if layers != set(range(config["N"])):
             raise ValueError(f"config says N={config['N']}, the file holds {len(layers)} {stack} layers")
-    if not config["learned_pos"] and config["max_len"] > MAX_POSITIONS:
-        raise ValueError(f"max_len={config['max_len']} is more positions than {MAX_POSITIONS:,}")
     with torch.device("meta"):                                            # shapes only: no memory, no random numbers
         expected = make_model(**config).state_dict()
     if set(expected) != set(weights):
@@ -174,25 +169,6 @@ def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
     model.load_state_dict(ckpt["model"])
     return model.to(map_location).eval()
 
-
-def saved_recipe(path, recipe, kind: str, **changes):
-    """The recipe (`recipe` is its dataclass: `CopyConfig`, `TranslationConfig`) that the run saved in `path` was
-    trained with, `changes` applied. A saved recipe whose fields differ from `recipe`'s (a run of another version) is
-    refused in one line that names them."""
-    extra = read_checkpoint(path, kind=kind)["extra"]
-    saved = extra.get("config")
-    if not saved:
-        raise CheckpointError(path, "a model without its training run (no recipe is saved in it): it cannot be "
-                              "resumed", ours=True)
-    if not isinstance(saved, dict):
-        raise CheckpointError(path, f"its recipe is a {type(saved).__name__}, not a dict of {recipe.__name__} fields")
-    known = {f.name for f in fields(recipe)}
-    if set(saved) != known:
-        unknown, missing = sorted(set(saved) - known), sorted(known - set(saved))
-        raise CheckpointError(path, f"its recipe does not fit this version's {recipe.__name__} (unknown fields: "
-                              f"{', '.join(unknown) or 'none'}; missing: {', '.join(missing) or 'none'}): it cannot "
-                              "be resumed", ours=True)
-    return recipe(**{**saved, **changes})
 
 
 # %% ../nbs/12_fit.ipynb #9ea9b8ab

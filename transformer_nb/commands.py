@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from .bleu import bleu
-from .checkpoint import model_from_checkpoint, read_checkpoint, saved_recipe, CheckpointError
+from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
+from .recipe import saved_recipe
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .data import load_multi30k
 from .decoding import greedy_decode
@@ -70,7 +71,7 @@ def _check_paths(a: argparse.Namespace):
     for flag in ("checkpoint", "resume"):
         path = getattr(a, flag)
         if path is not None and not Path(path).is_file():
-            raise UsageError(f"--{flag} {path}: no such file")
+            raise UsageError(f"--{flag} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}")
     if a.resume is not None and a.save is None:
         a.save = a.resume                                    # a resumed run keeps saving where it was saved
     if a.save is not None:
@@ -136,14 +137,14 @@ def _copy(a: argparse.Namespace) -> int:
         config = _config(CopyConfig, a)
         if a.resume is not None:
             config = saved_recipe(a.resume, CopyConfig, "copy", **_resumed(a))
-        held = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
+        held = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
         print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={config.N}, "
               f"d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, batch {config.batch_size}, "
               f"{config.batches_per_epoch} batches per epoch, seed {config.seed}", flush=True)
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
                                  f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
         model, history = _train(a, lambda done: train_copy(config, held_out=held, save=a.save, resume=a.resume,
-                                                           on_epoch=lambda r: (report(r), done(r)), world=world))
+                                                           on_epoch=lambda r: (done(r), report(r)), world=world))
         if a.save is not None:
             print(f"saved the model to {a.save}")
     if world.size > 1:
@@ -153,7 +154,7 @@ def _copy(a: argparse.Namespace) -> int:
     accuracy = copy_accuracy(model, held)
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
     examples = held[: a.examples].to(a.device)
-    out = greedy_decode(model, examples, padding_mask(examples, PAD), max_len=examples.size(1),
+    out = greedy_decode(model, examples, padding_mask(examples, PAD), max_length=examples.size(1),
                         start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
     show = lambda t: " ".join(str(v) for v in t.tolist() if v not in (PAD, BOS, EOS))
     for s, o in zip(examples, out):
@@ -202,7 +203,7 @@ def _translate(a: argparse.Namespace) -> int:
             flush=True,
         )
         model, tokenizer, history = _train(a, lambda done: train_translation(
-            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (report(r), done(r)),
+            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (done(r), report(r)),
             world=world))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")

@@ -9,9 +9,10 @@ from dataclasses import dataclass, asdict
 
 import torch
 
-from .model import make_model
+from .model import make_model, make_model_defaults, check_config
 from .batch import Batch
-from .checkpoint import model_from_checkpoint, saved_recipe
+from .checkpoint import model_from_checkpoint
+from .recipe import check_recipe, saved_recipe
 from .fit import train
 from .schedule import noam_optimizer
 from .decoding import greedy_decode
@@ -24,21 +25,23 @@ __all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'is_reserved', 'copy_batches',
 PAD, BOS, EOS = 0, 1, 2
 
 
-def copy_sequences(n: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None,
+def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10, generator=None,
                    reserved_only: bool | None = None):
-    """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_len, max_len]` and `x_i` in `[3, vocab)`:
-    `(n, max_len + 2)`. `reserved_only=True` draws only sequences `is_reserved` sets aside, `False` never draws them."""
-    if vocab < 4 or not 1 <= min_len <= max_len:
+    """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_symbols, max_symbols]` and `x_i` in
+    `[3, vocab)`: `(n, max_symbols + 2)`. `reserved_only=True` draws only sequences `is_reserved` sets aside, `False`
+    never draws them."""
+    if vocab < 4 or not 1 <= min_symbols <= max_symbols:
         raise ValueError(
-            f"need vocab >= 4 and 1 <= min_len <= max_len, got vocab={vocab}, min_len={min_len}, max_len={max_len}"
+            f"need vocab >= 4 and 1 <= min_symbols <= max_symbols, got vocab={vocab}, min_symbols={min_symbols}, "
+            f"max_symbols={max_symbols}"
         )
     out = []
     while sum(len(s) for s in out) < n:                                 # rejection sampling
-        lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)        # (n,)
-        body = torch.randint(3, vocab, (n, max_len), generator=generator)                # (n, max_len)
-        seq = torch.full((n, max_len + 2), PAD, dtype=torch.long)
+        lengths = torch.randint(min_symbols, max_symbols + 1, (n,), generator=generator)        # (n,)
+        body = torch.randint(3, vocab, (n, max_symbols), generator=generator)                # (n, max_symbols)
+        seq = torch.full((n, max_symbols + 2), PAD, dtype=torch.long)
         seq[:, 0] = BOS
-        inside = torch.arange(max_len) < lengths.unsqueeze(1)                            # (n, max_len)
+        inside = torch.arange(max_symbols) < lengths.unsqueeze(1)                            # (n, max_symbols)
         seq[:, 1:-1] = torch.where(inside, body, PAD)
         seq[torch.arange(n), lengths + 1] = EOS
         out.append(seq if reserved_only is None else seq[is_reserved(seq) == reserved_only])
@@ -52,20 +55,21 @@ def is_reserved(seqs) -> torch.Tensor:
     return (seqs * weights).sum(dim=1) % 7 == 0
 
 
-def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_len: int = 1, max_len: int = 10, generator=None):
+def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10,
+                 generator=None):
     "A list of `n_batches` copy-task `Batch` objects (source = target), never holding a reserved sequence."
     return [
         Batch(s, s, padding_idx=PAD)
         for s in (
-            copy_sequences(batch_size, vocab, min_len, max_len, generator, reserved_only=False)
+            copy_sequences(batch_size, vocab, min_symbols, max_symbols, generator, reserved_only=False)
             for _ in range(n_batches)
         )
     ]
 
 
-def held_out_set(n: int = 1000, vocab: int = 11, min_len: int = 1, max_len: int = 10, seed: int = 1234):
+def held_out_set(n: int = 1000, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10, seed: int = 1234):
     "A fixed set of `n` reserved sequences for evaluation, drawn from its own seeded generator."
-    return copy_sequences(n, vocab, min_len, max_len, torch.Generator().manual_seed(seed), reserved_only=True)
+    return copy_sequences(n, vocab, min_symbols, max_symbols, torch.Generator().manual_seed(seed), reserved_only=True)
 
 # %% ../nbs/07_copy_task.ipynb #f6946af9
 def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
@@ -73,7 +77,7 @@ def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
     correct = 0
     for chunk in seqs.split(batch_size):
         chunk = chunk.to(next(model.parameters()).device)
-        out = greedy_decode(model, chunk, (chunk != PAD).unsqueeze(1), max_len=chunk.size(1),
+        out = greedy_decode(model, chunk, (chunk != PAD).unsqueeze(1), max_length=chunk.size(1),
                             start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)    # (n, <= width)
         out = torch.nn.functional.pad(out, (0, chunk.size(1) - out.size(1)), value=PAD)  # (n, width)
         correct += (out == chunk).all(dim=1).sum().item()
@@ -84,8 +88,8 @@ def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
 class CopyConfig:
     "The copy-task recipe: model size, data, optimizer schedule and stopping rule."
     vocab: int = 11
-    min_len: int = 1
-    max_len: int = 10
+    min_symbols: int = 1
+    max_symbols: int = 10
     N: int = 1
     d_model: int = 32
     d_ff: int = 64
@@ -103,11 +107,21 @@ class CopyConfig:
     device: str = "cpu"
     precision: str = "fp32"       # or "bf16", "auto" (appendix 13)
 
+    def __post_init__(self):      # every field checked when a recipe is made or read back (appendix 12)
+        check_recipe(self, dict(vocab=4, min_symbols=1, max_symbols=self.min_symbols, batch_size=1,
+                                batches_per_epoch=1, epochs=1, warmup=1, seed=0),
+                     dict(factor=(lambda x: x > 0, "a positive number"),
+                          smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
+                          target_accuracy=(lambda x: 0 < x <= 1, "a fraction in (0, 1]")))
+        check_config({**make_model_defaults(), "src_vocab": self.vocab, "tgt_vocab": self.vocab,
+                      **{name: getattr(self, name) for name in ("N", "d_model", "d_ff", "h", "dropout", "pre_norm")}})
+
 
 def epoch_batches(config: CopyConfig, epoch: int) -> list:
     "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
     g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
-    return copy_batches(config.batches_per_epoch, config.batch_size, config.vocab, config.min_len, config.max_len, g)
+    return copy_batches(config.batches_per_epoch, config.batch_size, config.vocab, config.min_symbols,
+                        config.max_symbols, g)
 
 
 def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool | None = None, on_epoch=None,
@@ -127,7 +141,7 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
                            h=config.h, dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=PAD)
     model.to(config.device)
     if held_out is None:
-        held_out = held_out_set(vocab=config.vocab, min_len=config.min_len, max_len=config.max_len)
+        held_out = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
     optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
     history = train(model, lambda epoch: epoch_batches(config, epoch), config.epochs, optimizer=optimizer,
                     scheduler=scheduler, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,

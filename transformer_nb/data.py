@@ -21,7 +21,7 @@ from .files import atomic_write
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'bucket_batches']
+__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'bucket_batches']
 
 # %% ../nbs/09_translation.ipynb #c1d4329d
 MULTI30K_URL = (
@@ -92,15 +92,29 @@ def load_multi30k(split: str, root=None, cache_dir=None, url: str = MULTI30K_URL
     return [(d.strip(), e.strip()) for d, e in zip(de, en)]
 
 # %% ../nbs/09_translation.ipynb #bfa8bddf
-def encode_pairs(pairs, tokenizer: Tokenizer, max_len: int | None = None) -> list[tuple[list[int], list[int]]]:
-    """Token ids of each `(source, target)` pair, between `<s>` and `</s>`; pairs longer than `max_len` tokens are
-    dropped."""
+def encode_pairs(pairs, tokenizer: Tokenizer, drop_longer_than: int | None = None) -> list[tuple[list, list]]:
+    """Token ids of each `(source, target)` pair, between `<s>` and `</s>`; a pair with a side longer than
+    `drop_longer_than` tokens is dropped."""
+    check_pairs(pairs, "pairs")
+    longest = drop_longer_than
+    if longest is not None and (isinstance(longest, bool) or not isinstance(longest, int) or longest < 3):
+        raise ValueError(f"`drop_longer_than` must be None or an integer of at least 3 (<s>, a token, </s>), "
+                         f"got {longest!r}")
     out = []
     for src, tgt in pairs:
         s, t = tokenizer.encode(src, True, True), tokenizer.encode(tgt, True, True)
-        if max_len is None or max(len(s), len(t)) <= max_len:
+        if drop_longer_than is None or max(len(s), len(t)) <= drop_longer_than:
             out.append((s, t))
     return out
+
+
+def check_pairs(pairs, name: str):
+    "Raise a clear error, naming `name` and the first bad item, unless `pairs` is a list of `(source, target)` strings."
+    if isinstance(pairs, (str, bytes, dict)) or not hasattr(pairs, "__len__"):
+        raise TypeError(f"`{name}` must be a list of (source, target) pairs of strings, got {type(pairs).__name__}")
+    for n, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            raise TypeError(f"`{name}[{n}]` must be a (source, target) pair of strings, got {pair!r:.80}")
 
 
 def _pad(seqs: list[list[int]], padding_idx: int) -> torch.Tensor:
@@ -112,10 +126,12 @@ def bucket_batches(
     examples, max_tokens: int, shuffle: bool = True, seed: int = 0, padding_idx: int = Tokenizer.pad
 ) -> list[Batch]:
     """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when
-    `shuffle`),
-    cut so that `sentences * longest sequence <= max_tokens`, then (when `shuffle`) the batches shuffled."""
-    if max_tokens < 1:
-        raise ValueError(f"`max_tokens` must be positive, got {max_tokens}")
+    `shuffle`), cut so that `sentences * longest sequence <= max_tokens` (a pair longer than `max_tokens` gets a
+    batch of its own), then (when `shuffle`) the batches shuffled."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"`max_tokens` must be a positive integer, got {max_tokens!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"`seed` must be an integer, got {seed!r}")
     rng = random.Random(seed)
     noise = [rng.random() if shuffle else 0.0 for _ in examples]
     order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1]), noise[i]))

@@ -21,11 +21,11 @@ __all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'greedy_decode', 'init_cac
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
-def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_symbol: int | None = None,
+def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_symbol: int | None = None,
                   padding_idx: int | None = None, use_cache: bool = True, precision: str = "fp32"):
-    """Greedy decoding: `(batch, <= max_len)` tokens starting with `start_symbol`; finished rows are filled with
+    """Greedy decoding: `(batch, <= max_length)` tokens starting with `start_symbol`; finished rows are filled with
     `padding_idx` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    max_len = _check_decode_args(model, src, src_mask, max_len)
+    max_length = _check_decode_args(model, src, src_mask, max_length)
     _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
     fill = padding_idx if padding_idx is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
@@ -35,7 +35,7 @@ def greedy_decode(model, src, src_mask, max_len: int, start_symbol: int, end_sym
         ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
         cache = init_cache(model) if use_cache else None
-        for _ in range(max_len - 1):
+        for _ in range(max_length - 1):
             next_tok = next_log_probs(model, memory, src_mask, ys, cache).argmax(-1)  # (batch,)
             if end_symbol is not None:
                 next_tok = torch.where(finished, fill, next_tok)
@@ -74,12 +74,13 @@ def next_log_probs(model, memory, src_mask, ys, cache=None):
 
 def max_positions(model) -> int | None:
     "The longest sequence the model's positional tables cover (`None` when it has none)."
-    tables = [m.max_len for m in model.modules() if isinstance(m, (PositionalEncoding, LearnedPositionalEncoding))]
+    kinds = (PositionalEncoding, LearnedPositionalEncoding)
+    tables = [m.max_positions for m in model.modules() if isinstance(m, kinds)]
     return min(tables) if tables else None
 
 
-def _check_decode_args(model, src, src_mask, max_len) -> int:
-    "Check the arguments; returns `max_len`, capped (with a warning) at the model's positional table."
+def _check_decode_args(model, src, src_mask, max_length) -> int:
+    "Check the arguments; returns `max_length`, capped (with a warning) at the model's positional table."
     if src.dim() != 2:
         raise ValueError(f"`src` must be (batch, len_src) token ids, got shape {tuple(src.shape)}")
     if src_mask is not None and (
@@ -89,15 +90,16 @@ def _check_decode_args(model, src, src_mask, max_len) -> int:
             f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
             f"got {tuple(src_mask.shape)}"
         )
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"`max_len` counts the start symbol and must be an integer of at least 1, got {max_len!r}")
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"`max_length` counts the start symbol and must be an integer of at least 1, "
+                         f"got {max_length!r}")
     limit = max_positions(model)
-    if limit is not None and max_len > limit:
+    if limit is not None and max_length > limit:
         warnings.warn(
-            f"max_len={max_len} is longer than the model's positional table: decoding stops at {limit} tokens"
+            f"max_length={max_length} is longer than the model's positional table: decoding stops at {limit} tokens"
         )
-        max_len = limit
-    return max_len
+        max_length = limit
+    return max_length
 
 
 def _check_symbols(model, **symbols):
@@ -147,7 +149,7 @@ def beam_search(
     model,
     src,
     src_mask,
-    max_len: int,
+    max_length: int,
     start_symbol: int,
     end_symbol: int,
     beam_size: int = PAPER_BEAM_SIZE,
@@ -158,10 +160,10 @@ def beam_search(
     return_scores: bool = False,
 ):
     """Beam search with GNMT's length penalty applied while searching; returns, like `greedy_decode`, the best
-    hypothesis per sentence `(batch, <= max_len)` (starting with `start_symbol`, finished rows filled with
+    hypothesis per sentence `(batch, <= max_length)` (starting with `start_symbol`, finished rows filled with
     `padding_idx` or `end_symbol`), and with `return_scores` also its length-normalized log-probability `(batch,)`.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    max_len = _check_decode_args(model, src, src_mask, max_len)
+    max_length = _check_decode_args(model, src, src_mask, max_length)
     _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
     if end_symbol is None:
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
@@ -179,7 +181,7 @@ def beam_search(
         if src_mask is not None:
             src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)
         cache = init_cache(model) if use_cache else None
-        alive = torch.full((b, k, max_len), fill, dtype=torch.long, device=dev)  # live hypotheses, padded
+        alive = torch.full((b, k, max_length), fill, dtype=torch.long, device=dev)  # live hypotheses, padded
         alive[..., 0] = start_symbol
         alive_lp = torch.full((b, k), -inf, device=dev)                # their raw log-probabilities
         alive_lp[:, 0] = 0.0                                             # k identical starts: keep one alive
@@ -187,7 +189,7 @@ def beam_search(
         best_len = torch.zeros(b, dtype=torch.long, device=dev)
         ar = torch.arange(b, device=dev)
         t = 0
-        for t in range(1, max_len):                                    # t: the position being written
+        for t in range(1, max_length):                                    # t: the position being written
             ys = alive[..., :t].reshape(b * k, t)                        # (b, k, t) -> (b*k, t)
             logp = next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
             cand = alive_lp.unsqueeze(-1) + logp                       # raw scores of every extension
@@ -201,17 +203,18 @@ def beam_search(
             cand[..., end_symbol] = -inf
             alive_lp, idx = cand.view(b, -1).topk(k, dim=-1)             # (b, k) of the k*V candidates
             parent, tok = idx // logp.size(-1), idx % logp.size(-1)
-            alive = alive.gather(1, parent.unsqueeze(-1).expand(-1, -1, max_len)).clone()
+            alive = alive.gather(1, parent.unsqueeze(-1).expand(-1, -1, max_length)).clone()
             alive[..., t] = tok
             if cache is not None:
                 rows = (ar.unsqueeze(1) * k + parent).view(-1)         # (b*k,) the parents' rows
                 for layer_cache in cache:
                     # cross-attention is the same for a sentence's rows
                     layer_cache["self"].reorder(rows)
-            # 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at max_len
-            if t == max_len - 1 or (best_score > alive_lp[:, 0] / _length_penalty(max_len - 1, length_penalty)).all():
+            # 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at max_length
+            bound = alive_lp[:, 0] / _length_penalty(max_length - 1, length_penalty)
+            if t == max_length - 1 or (best_score > bound).all():
                 break
-        if t == max_len - 1:                                           # hypotheses cut off at max_len compete too
+        if t == max_length - 1:                                           # hypotheses cut off at max_length compete too
             cut = alive_lp[:, 0] / _length_penalty(t, length_penalty)
             better = cut > best_score
             best[better], best_score = alive[better, 0], torch.where(better, cut, best_score)

@@ -42,12 +42,12 @@ def check_tokens(x, vocab: int, name: str = "x"):
                              f"tokens (valid ids are 0..{vocab - 1})")
 
 # %% ../nbs/00_embedding.ipynb #8a00dceb
-def sinusoidal_encoding(max_len: int, d_model: int, dtype=torch.float32):
-    "The paper's table of sines and cosines, shape `(max_len, d_model)`, computed in float64."
-    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)         # (max_len, 1)
+def sinusoidal_encoding(max_positions: int, d_model: int, dtype=torch.float32):
+    "The paper's table of sines and cosines, shape `(max_positions, d_model)`, computed in float64."
+    pos = torch.arange(max_positions, dtype=torch.float64).unsqueeze(1)         # (max_positions, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)               # (ceil(d_model/2),)
     div_term = torch.exp(two_i * (-math.log(10000.0) / d_model))           # 1 / 10000^(2i/d_model)
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe = torch.zeros(max_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(pos * div_term)                                # even dimensions
     pe[:, 1::2] = torch.cos(pos * div_term[: d_model // 2])                # odd dimensions (fewer if d_model is odd)
     return pe.to(dtype)
@@ -60,37 +60,38 @@ def check_activations(x, d_model: int, name: str = "x"):
         raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
 
 
-def _check_positions(length: int, start: int, max_len: int):
-    if start < 0 or start + length > max_len:
+def _check_positions(length: int, start: int, max_positions: int):
+    if start < 0 or start + length > max_positions:
         raise ValueError(f"positions {start}..{start + length - 1} do not fit the positional table: "
-                         f"the sequence has length {length} starting at `start`={start}, but max_len={max_len}")
+                         f"the sequence has length {length} starting at `start`={start}, "
+                         f"but max_positions={max_positions}")
 
 
 class PositionalEncoding(nn.Module):
     "Add the sinusoidal encoding of positions `start, start+1, ...` to `x` `(batch, len, d_model)`, then dropout."
-    def __init__(self, d_model: int, dropout: float, max_len: int = 5000):
+    def __init__(self, d_model: int, dropout: float, max_positions: int = 5000):
         super().__init__()
         self.dropout = nn.Dropout(p=dropout)
-        self.d_model, self.max_len = d_model, max_len
-        # (1, max_len, d_model)
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model).unsqueeze(0), persistent=False)
+        self.d_model, self.max_positions = d_model, max_positions
+        # (1, max_positions, d_model)
+        self.register_buffer("pe", sinusoidal_encoding(max_positions, d_model).unsqueeze(0), persistent=False)
 
     def forward(self, x, start: int = 0):
         check_activations(x, self.d_model)
-        _check_positions(x.size(1), start, self.max_len)
+        _check_positions(x.size(1), start, self.max_positions)
         return self.dropout(x + self.pe[:, start : start + x.size(1)])  # (batch, len, d_model)
 
 # %% ../nbs/00_embedding.ipynb #a4e2e458
 class LearnedPositionalEncoding(nn.Module):
     "Add a trainable vector for each position `start, start+1, ...` to `x` `(batch, len, d_model)`, then dropout."
-    def __init__(self, d_model: int, dropout: float, max_len: int = 512):
+    def __init__(self, d_model: int, dropout: float, max_positions: int = 512):
         super().__init__()
         self.dropout = nn.Dropout(p=dropout)
-        self.d_model, self.max_len = d_model, max_len
-        self.pe = nn.Embedding(max_len, d_model)                         # one row per position
+        self.d_model, self.max_positions = d_model, max_positions
+        self.pe = nn.Embedding(max_positions, d_model)                         # one row per position
 
     def forward(self, x, start: int = 0):
         check_activations(x, self.d_model)
-        _check_positions(x.size(1), start, self.max_len)
+        _check_positions(x.size(1), start, self.max_positions)
         positions = torch.arange(start, start + x.size(1), device=x.device)  # (len,)
         return self.dropout(x + self.pe(positions).unsqueeze(0))            # (1, len, d_model) broadcast over batch

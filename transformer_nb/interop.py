@@ -198,7 +198,7 @@ def torch_masks(src_mask, tgt_mask, nhead: int) -> dict:
 
 # %% ../nbs/08_interop.ipynb #0ae606a6
 def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, tgt_embedding: nn.Embedding,
-                     generator: nn.Linear | None = None, max_len: int = 5000) -> EncoderDecoder:
+                     generator: nn.Linear | None = None, max_positions: int = 5000) -> EncoderDecoder:
     """A whole `EncoderDecoder` (built by `make_model`, so it saves and reloads like any other) from a PyTorch model:
     the stacks of `transformer`, the tables of `src_embedding`/`tgt_embedding`, and the output projection `generator`
     (default: tied to the target embedding, as in the paper). Sharing between the three tables is kept, and so is the
@@ -223,7 +223,7 @@ def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, t
     layer = enc.layers[0]
     model = make_model(src_embedding.num_embeddings, tgt_embedding.num_embeddings, N=len(enc.layers), d_model=d_model,
                        d_ff=layer.feed_forward.w_1.out_features, h=layer.self_attn.h,
-                       dropout=layer.sublayer[0].dropout.p, pre_norm=layer.pre_norm, max_len=max_len,
+                       dropout=layer.sublayer[0].dropout.p, pre_norm=layer.pre_norm, max_positions=max_positions,
                        padding_idx=tgt_embedding.padding_idx, final_norm=isinstance(enc.norm, LayerNorm),
                        tie_weights=generator is None or generator.weight is tgt_embedding.weight,
                        share_embeddings=src_embedding.weight is tgt_embedding.weight, bias=_our_bias(layer))

@@ -28,19 +28,19 @@ def padding_mask(tokens, padding_idx: int):
     return (tokens != padding_idx).unsqueeze(-2)  # (batch, len) -> (batch, 1, len)
 
 # %% ../nbs/01_masks.ipynb #2e219e5c
-def length_mask(lengths, max_len: int | None = None):
-    "Keep-mask `(batch, 1, max_len)` that is True at positions `j < lengths[b]`."
+def length_mask(lengths, width: int | None = None):
+    "Keep-mask `(batch, 1, width)` that is True at positions `j < lengths[b]`."
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1 or lengths.is_floating_point():
         raise ValueError(f"`lengths` must be a 1-D integer tensor (one length per sequence), got shape "
                          f"{tuple(lengths.shape)} and dtype {lengths.dtype}")
     longest = int(lengths.max()) if lengths.numel() else 0
-    max_len = longest if max_len is None else max_len
-    if lengths.numel() and (int(lengths.min()) < 0 or longest > max_len):
-        raise ValueError(f"`lengths` must lie in [0, max_len={max_len}], got values in "
+    width = longest if width is None else width
+    if lengths.numel() and (int(lengths.min()) < 0 or longest > width):
+        raise ValueError(f"`lengths` must lie in [0, width={width}], got values in "
                          f"[{int(lengths.min())}, {longest}]")
-    positions = torch.arange(max_len, device=lengths.device)        # (max_len,)
-    return (positions < lengths.unsqueeze(-1)).unsqueeze(-2)        # (batch, max_len) -> (batch, 1, max_len)
+    positions = torch.arange(width, device=lengths.device)        # (width,)
+    return (positions < lengths.unsqueeze(-1)).unsqueeze(-2)        # (batch, width) -> (batch, 1, width)
 
 # %% ../nbs/01_masks.ipynb #04d11881
 def make_std_mask(tgt, padding_idx: int):

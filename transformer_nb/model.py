@@ -78,7 +78,7 @@ class Generator(nn.Module):
 
 # %% ../nbs/04_model.ipynb #16acba25
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
-               dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_len: int = 5000,
+               dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_positions: int = 5000,
                padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False,
                final_norm: bool | None = None, bias: bool = True, attn_dropout: float | None = None,
                ff_dropout: float | None = None) -> EncoderDecoder:
@@ -88,7 +88,7 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     `attn_dropout`, `ff_dropout`: dropout on attention weights and inside the feed-forward layer (default:
     `dropout`)."""
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
-                  pre_norm=pre_norm, learned_pos=learned_pos, max_len=max_len, padding_idx=padding_idx,
+                  pre_norm=pre_norm, learned_pos=learned_pos, max_positions=max_positions, padding_idx=padding_idx,
                   tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm,
                   bias=bias, attn_dropout=attn_dropout, ff_dropout=ff_dropout)
     check_config(config)
@@ -96,7 +96,7 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     attn = MultiHeadedAttention(h, d_model, dropout if attn_dropout is None else attn_dropout, bias)
     ff = PositionwiseFeedForward(d_model, d_ff, dropout if ff_dropout is None else ff_dropout, bias)
     Position = LearnedPositionalEncoding if learned_pos else PositionalEncoding
-    position = Position(d_model, dropout, max_len)
+    position = Position(d_model, dropout, max_positions)
     src_emb = Embeddings(d_model, src_vocab, padding_idx)
     tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx)          # sized by the *target* vocabulary
     model = EncoderDecoder(
@@ -130,12 +130,12 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
 # %% ../nbs/04_model.ipynb #4ee43a7b
 #| code-fold: true
 #| code-summary: Show the code (checking make_model's arguments)
-_INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len")
+_INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_positions")
 _BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
 # far beyond anything this book trains; checked before anything is allocated, so a typo fails at once instead of
 # building layers until memory runs out
 _LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
-               max_len=100_000)
+               max_positions=100_000)
 MAX_PARAMETERS = 2**31
 
 

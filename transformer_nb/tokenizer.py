@@ -154,12 +154,17 @@ class Tokenizer:
 
     def decode(self, ids) -> str:
         "Text from token ids (a list or a 1-D tensor): stops at `</s>`, skips `<pad>` and `<s>`."
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        ok = lambda i: type(i) is int and 0 <= i < len(self)
+        bad = [ids] if isinstance(ids, (str, bytes)) else [i for i in ids if not ok(i)]
+        if bad:
+            raise ValueError(f"`ids` must be token ids, integers in [0, {len(self)}), got {bad[0]!r}")
         out = []
-        for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+        for i in ids:
             if i == self.eos:
                 break
             if i not in (self.pad, self.bos):
-                out.append(self.vocab[i] if 0 <= i < len(self.vocab) else self.specials[self.unk])
+                out.append(self.vocab[i])
         return detokenize(out)
 
     def state_dict(self) -> dict:
@@ -168,4 +173,21 @@ class Tokenizer:
 
     @classmethod
     def from_state_dict(cls, state: dict) -> "Tokenizer":
-        return cls(state["alphabet"], state["merges"])
+        """The tokenizer `state_dict()` returned, checked: single characters, then merges of pieces known before
+        them (a tampered or truncated state is refused in one line)."""
+        if not isinstance(state, dict) or set(state) != {"alphabet", "merges"}:
+            raise ValueError(f"a tokenizer state is a dict with 'alphabet' and 'merges', got {_shape(state)}")
+        alphabet, merges, known = state["alphabet"], state["merges"], set()
+        if not isinstance(alphabet, list) or not all(isinstance(c, str) and len(c) == 1 for c in alphabet):
+            raise ValueError(f"a tokenizer's 'alphabet' is a list of single characters, got {_shape(alphabet)}")
+        known.update(alphabet)
+        for n, m in enumerate(merges if isinstance(merges, list) else [merges]):
+            if not (isinstance(m, (list, tuple)) and len(m) == 2 and m[0] in known and m[1] in known):
+                raise ValueError(f"a tokenizer's merge {n} must join two pieces known before it, got {m!r:.60}")
+            known.add(m[0] + m[1])
+        return cls(alphabet, merges)
+
+
+def _shape(x) -> str:
+    "`x` briefly, for an error message: its type and the start of its text."
+    return f"{type(x).__name__} {x!r:.60}"

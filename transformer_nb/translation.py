@@ -12,12 +12,13 @@ from dataclasses import dataclass, asdict
 import torch
 
 from .bleu import bleu
-from .checkpoint import read_checkpoint, saved_recipe, CheckpointError
-from .data import encode_pairs, bucket_batches
+from .checkpoint import read_checkpoint, CheckpointError
+from .data import encode_pairs, bucket_batches, check_pairs
 from .epoch import run_epoch
 from .fit import train
 from .loss import LabelSmoothing, SimpleLossCompute
-from .model import make_model
+from .model import make_model, make_model_defaults, check_config
+from .recipe import check_recipe, saved_recipe
 from .schedule import noam_optimizer, linear_decay_optimizer
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
@@ -40,7 +41,7 @@ class TranslationConfig:
     pre_norm: bool = False        # the paper's post-norm
     smoothing: float = 0.1
     max_tokens: int = 2500        # per batch: sentences * longest sentence
-    max_len: int = 100            # training pairs longer than this (in tokens) are dropped
+    drop_longer_than: int = 100   # training pairs with a side longer than this (in tokens) are dropped
     epochs: int = 20
     lr: float = 1.6e-3            # the peak learning rate, reached after `warmup` optimizer steps
     warmup: int = 400
@@ -51,6 +52,9 @@ class TranslationConfig:
     precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
     beam_size: int = 5            # decoding: beam search (1: greedy)
     length_penalty: float = 1.2   # GNMT's alpha, chosen on the validation set
+
+    def __post_init__(self):
+        _check_recipe(self)       # every field, when a recipe is made or read back from a file (below)
 
 
 def train_translation(
@@ -72,6 +76,12 @@ def train_translation(
     (only `config.epochs`, `config.device` and `config.precision` are taken from `config`, and `train_pairs` must be
     the saved run's; the schedule stays the one planned for the saved run's epochs); `world`: several processes
     (chapter 10). The warmup and the moving average's span are at most a quarter of the run's steps each."""
+    if not isinstance(config, TranslationConfig):
+        raise TypeError(f"`config` must be a TranslationConfig, got {type(config).__name__}")
+    check_pairs(train_pairs, "train_pairs"), check_pairs(val_pairs, "val_pairs")
+    if not train_pairs or not val_pairs:
+        raise ValueError(f"`{'train_pairs' if not train_pairs else 'val_pairs'}` is empty: nothing to "
+                         f"{'train on' if not train_pairs else 'measure the validation loss on'}")
     data, planned = _fingerprint(train_pairs), config.epochs
     if resume is not None:
         saved = recipe_from_checkpoint(resume, data)
@@ -84,7 +94,7 @@ def train_translation(
     else:
         model, tokenizer = _new_model(config, train_pairs, tokenizer)
     model.to(config.device)
-    train_examples = encode_pairs(train_pairs, tokenizer, config.max_len)
+    train_examples = encode_pairs(train_pairs, tokenizer, config.drop_longer_than)
     batches = lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch)
     val_batches = bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)
     val_batches = [b.to(config.device) for b in val_batches]
@@ -151,3 +161,19 @@ def _fingerprint(pairs) -> str:
     "How many sentence pairs, and a short hash of their text: enough to tell two training sets apart."
     digest = hashlib.sha256("\n".join(f"{a}\t{b}" for a, b in pairs).encode()).hexdigest()
     return f"{len(pairs)} pairs, sha256 {digest[:12]}"
+
+# %% ../nbs/09_translation.ipynb #c4ec0b22
+#| code-fold: true
+#| code-summary: "Show the checks (every field of the recipe)"
+def _check_recipe(c: TranslationConfig):
+    "Raise a clear error, naming the field, unless every field of the recipe `c` can be used (appendix 12)."
+    check_recipe(c, dict(vocab_size=1, max_tokens=1, drop_longer_than=3, epochs=1, warmup=1, beam_size=1, seed=0),
+                 dict(smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
+                      lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
+                      ema=(lambda x: x == 0 or 0 < x < 1, "a decay in (0, 1), or 0 for none"),
+                      length_penalty=(lambda x: 0 <= x <= 10, "a number in [0, 10]")))
+    model_fields = ("N", "d_model", "d_ff", "h", "dropout", "attn_dropout", "ff_dropout", "pre_norm")
+    check_config({**make_model_defaults(), "src_vocab": c.vocab_size, "tgt_vocab": c.vocab_size,
+                  **{name: getattr(c, name) for name in model_fields}})
+    if c.schedule not in ("linear", "noam"):
+        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {c.schedule!r}")

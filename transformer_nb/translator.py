@@ -5,6 +5,8 @@
 decoding or beam search (chapter 09). Imports no training code."""
 from __future__ import annotations
 
+import torch
+
 from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
 from .data import _pad
 from .files import check_save_path
@@ -27,6 +29,9 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be a positive integer (1: greedy), got {beam_size!r}")
+    _check_translator(model, tokenizer)
     device, limit = next(model.parameters()).device, max_positions(model)
     vocab = model.generator.proj.out_features if hasattr(model.generator, "proj") else len(tokenizer)
     if len(tokenizer) > vocab:
@@ -42,7 +47,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         if limit is not None and len(x) > limit:
             raise ValueError(
                 f"sentence {n + 1} is {len(x)} tokens long (with <s> and </s>), but this model reads at most "
-                f"{limit} (its max_len): split it into shorter sentences"
+                f"{limit} (its max_positions): split it into shorter sentences"
             )
     order = sorted(range(len(ids)), key=lambda n: len(ids[n]))          # similar lengths share a batch
     out = [""] * len(ids)
@@ -50,23 +55,32 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         chunk = order[i: i + batch_size]
         src = _pad([ids[n] for n in chunk], tokenizer.pad).to(device)    # (batch, len_src)
         src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
-        max_len = src.size(1) + 50                                        # the paper's limit: input + 50
-        max_len = min(max_len, limit) if limit is not None else max_len
+        max_length = src.size(1) + 50                                        # the paper's limit: input + 50
+        max_length = min(max_length, limit) if limit is not None else max_length
         if beam_size == 1:
-            ys = greedy_decode(model, src, src_mask, max_len, start_symbol=tokenizer.bos, end_symbol=tokenizer.eos,
+            ys = greedy_decode(model, src, src_mask, max_length, start_symbol=tokenizer.bos, end_symbol=tokenizer.eos,
                                padding_idx=tokenizer.pad, precision=precision)
         else:
-            ys = beam_search(model, src, src_mask, max_len, start_symbol=tokenizer.bos, end_symbol=tokenizer.eos,
+            ys = beam_search(model, src, src_mask, max_length, start_symbol=tokenizer.bos, end_symbol=tokenizer.eos,
                              beam_size=beam_size, length_penalty=length_penalty, padding_idx=tokenizer.pad,
                              precision=precision)
-        for n, y in zip(chunk, ys):                                       # ys: (batch, <= max_len)
+        for n, y in zip(chunk, ys):                                       # ys: (batch, <= max_length)
             out[n] = tokenizer.decode(y)
     return out
 
 # %% ../nbs/09_translation.ipynb #a5038890
+def _check_translator(model, tokenizer):
+    "Raise a clear error unless `model` is a model (an `nn.Module` with weights) and `tokenizer` a `Tokenizer`."
+    if not isinstance(model, torch.nn.Module) or next(model.parameters(), None) is None:
+        raise TypeError(f"`model` must be a model built by make_model (or load_translator), got {type(model).__name__}")
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"`tokenizer` must be a Tokenizer, got {type(tokenizer).__name__}")
+
+
 def save_translator(path, model, tokenizer: Tokenizer, history: list | None = None, overwrite: bool = False):
     """Save a trained model with its tokenizer (and training history) in one checkpoint, atomically; an existing
     file only with `overwrite=True`."""
+    _check_translator(model, tokenizer)
     path = check_save_path(path, "path")
     if path.exists() and not overwrite:
         raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
@@ -80,7 +94,7 @@ def load_translator(path, map_location="cpu"):
     try:
         tokenizer = Tokenizer.from_state_dict(ckpt["extra"]["tokenizer"])
     except Exception as e:
-        raise CheckpointError(path, f"its tokenizer is malformed ({type(e).__name__})") from None
+        raise CheckpointError(path, f"its tokenizer is malformed: {e}") from None
     vocab = {ckpt["config"]["src_vocab"], ckpt["config"]["tgt_vocab"]}
     if vocab != {len(tokenizer)}:
         raise CheckpointError(path, f"its tokenizer has {len(tokenizer)} tokens, the model's vocabulary {max(vocab)}")
