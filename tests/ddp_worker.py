@@ -26,8 +26,8 @@ def run(name, world=None, save=None, resume=None, epochs=None):
     model = tiny_model()
     optimizer, scheduler = noam_optimizer(model, 1.0, 10)
     s = SCENARIOS[name]
-    history = train(model, lambda epoch: epoch_batches(CONFIG, epoch), epochs or s["epochs"], optimizer=optimizer,
-                    scheduler=scheduler, smoothing=0.1, accum_iter=s["accum_iter"], save=save, resume=resume,
+    history = train(lambda epoch: epoch_batches(CONFIG, epoch), model, optimizer=optimizer, scheduler=scheduler,
+                    epochs=epochs or s["epochs"], smoothing=0.1, accum_iter=s["accum_iter"], save=save, resume=resume,
                     world=world, progress=False)
     return model, history
 
@@ -42,7 +42,7 @@ if __name__ == "__main__":
             torch.save({"model": model.state_dict(), "history": history, "size": world.size}, out / f"{name}.pt")
     if world.size > 1:                                   # each process draws from its own seed: refused on every process
         try:
-            train(tiny_model(), lambda epoch: epoch_batches(CopyConfig(seed=world.rank), epoch), 1, world=world,
+            train(lambda epoch: epoch_batches(CopyConfig(seed=world.rank), epoch), tiny_model(), epochs=1, world=world,
                   progress=False)
         except ValueError as e:
             if world.is_main:

@@ -226,7 +226,7 @@ def test_training_refuses_no_batches_and_stops_at_a_non_finite_loss(tmp_path):
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
     seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
     with pytest.raises(ValueError, match="`batches` gave no batches for epoch 1"):
-        train(model, [], 2, progress=False)
+        train([], model, epochs=2, progress=False)
     path = tmp_path / "run.pt"
 
     def poison(record):                                                    # after epoch 1 is saved, weights go bad
@@ -234,7 +234,7 @@ def test_training_refuses_no_batches_and_stops_at_a_non_finite_loss(tmp_path):
             model.generator.proj.bias[3] = float("nan")
 
     with pytest.raises(FloatingPointError, match="the loss is nan at step 2"):
-        train(model, [Batch(seq, seq)], 3, save=path, on_epoch=poison, progress=False)
+        train([Batch(seq, seq)], model, epochs=3, save=path, on_epoch=poison, progress=False)
     assert len(read_checkpoint(path)["extra"]["history"]) == 1              # the last good checkpoint is kept
 
 
@@ -248,9 +248,9 @@ def test_training_never_replaces_a_file_it_did_not_write(tmp_path):
     path = tmp_path / "theirs.pt"
     path.write_bytes(b"somebody's work")
     with pytest.raises(ValueError, match="the file exists; pass resume="):
-        train(model, [Batch(seq, seq)], 1, save=path, progress=False)
+        train([Batch(seq, seq)], model, epochs=1, save=path, progress=False)
     assert path.read_bytes() == b"somebody's work"
-    train(model, [Batch(seq, seq)], 1, save=path, overwrite=True, progress=False)    # asked for explicitly
+    train([Batch(seq, seq)], model, epochs=1, save=path, overwrite=True, progress=False)    # asked for explicitly
 
     race = tmp_path / "race.pt"
 
@@ -258,7 +258,7 @@ def test_training_never_replaces_a_file_it_did_not_write(tmp_path):
         race.write_bytes(b"the other run's checkpoint")
 
     with pytest.raises(FileExistsError, match="another program wrote this file during training"):
-        train(model, [Batch(seq, seq)], 3, save=race, on_epoch=second_run, progress=False)
+        train([Batch(seq, seq)], model, epochs=3, save=race, on_epoch=second_run, progress=False)
     assert race.read_bytes() == b"the other run's checkpoint"
 
 
@@ -352,7 +352,7 @@ def test_train_names_an_ema_it_cannot_use(ema):
     from transformer_nb.fit import train
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
     with pytest.raises(ValueError, match=re.escape(f"`ema` must be a decay in (0, 1), or 0 for none; got {ema!r}")):
-        train(model, [], 1, ema=ema)
+        train([], model, epochs=1, ema=ema)
 
 
 @pytest.mark.parametrize("n", [0, -1, 1.5, True, "1000"])

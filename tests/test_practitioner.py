@@ -287,9 +287,9 @@ def test_train_resumes_only_a_whole_run(tmp_path):
     seq = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
     save_checkpoint(tmp_path / "bare.pt", model)
     with pytest.raises(CheckpointError, match=r"not a training run to resume \(no optimizer, scheduler, history"):
-        train(model, [Batch(seq, seq, padding_idx=0)], 2, resume=tmp_path / "bare.pt", progress=False)
-    history = train(model, [Batch(seq, seq, padding_idx=0)], 1, save=tmp_path / "run.pt", progress=False)
-    more = train(model, [Batch(seq, seq, padding_idx=0)], 2, resume=tmp_path / "run.pt", progress=False)
+        train([Batch(seq, seq, padding_idx=0)], model, epochs=2, resume=tmp_path / "bare.pt", progress=False)
+    history = train([Batch(seq, seq, padding_idx=0)], model, epochs=1, save=tmp_path / "run.pt", progress=False)
+    more = train([Batch(seq, seq, padding_idx=0)], model, epochs=2, resume=tmp_path / "run.pt", progress=False)
     assert [r["epoch"] for r in history] == [1] and [r["epoch"] for r in more] == [1, 2]
 
 
@@ -317,24 +317,24 @@ def test_train_keeps_a_moving_average_and_resumes_it_exactly(tmp_path):
 
     seen = []
     straight = fresh()
-    whole = train(straight, batches, 4, ema=0.9, evaluate=lambda m: seen.append(m) or {}, progress=False)
+    whole = train(batches, straight, epochs=4, ema=0.9, evaluate=lambda m: seen.append(m) or {}, progress=False)
     assert seen[0] is not straight                                            # the average was evaluated
     last = fresh()
-    train(last, batches, 4, progress=False)
+    train(batches, last, epochs=4, progress=False)
     assert not torch.equal(straight.generator.proj.weight, last.generator.proj.weight)
     run = tmp_path / "run.pt"
-    train(fresh(), batches, 2, ema=0.9, save=run, progress=False)
+    train(batches, fresh(), epochs=2, ema=0.9, save=run, progress=False)
     resumed = model_from_checkpoint(run)
-    history = train(resumed, batches, 4, ema=0.9, resume=run, save=run, progress=False)
+    history = train(batches, resumed, epochs=4, ema=0.9, resume=run, save=run, progress=False)
     assert [r["loss"] for r in history] == [r["loss"] for r in whole]
     for a, b in zip(straight.state_dict().values(), resumed.state_dict().values()):
         assert torch.equal(a, b)
     for a, b in zip(straight.state_dict().values(), model_from_checkpoint(run).state_dict().values()):
         assert torch.equal(a, b)                                              # the file's model: the average
     with pytest.raises(CheckpointError, match="its run kept a moving average of the weights: resume it with the same"):
-        train(model_from_checkpoint(run), batches, 5, resume=run, save=run, progress=False)
+        train(batches, model_from_checkpoint(run), epochs=5, resume=run, save=run, progress=False)
     with pytest.raises(ValueError, match=r"`ema` must be a decay in \(0, 1\), or 0 for none; got 1.5"):
-        train(fresh(), batches, 1, ema=1.5)
+        train(batches, fresh(), epochs=1, ema=1.5)
 
 
 def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path):

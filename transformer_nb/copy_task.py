@@ -143,8 +143,8 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
     if held_out is None:
         held_out = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
     optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
-    history = train(model, lambda epoch: epoch_batches(config, epoch), config.epochs, optimizer=optimizer,
-                    scheduler=scheduler, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,
+    history = train(lambda epoch: epoch_batches(config, epoch), model, optimizer=optimizer, scheduler=scheduler,
+                    epochs=config.epochs, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,
                     evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
                     stop=lambda h: h[-1]["accuracy"] >= config.target_accuracy,
                     save=save, resume=resume, extra={"config": asdict(config)}, kind="copy", world=world,

@@ -105,16 +105,17 @@ class SingleProcess:
         return obj
 
 
-def train(model, batches, epochs: int, loss_compute=None, optimizer=None, scheduler=None, *, accum_iter: int = 1,
+def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, epochs: int, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
           extra: dict | None = None, kind: str = "plain", progress: bool | None = None, world=None,
           precision: str = "fp32", overwrite: bool = False, ema: float = 0.0) -> list[dict]:
-    """Train `model` for up to `epochs` epochs and return one record per epoch.
+    """Train `model` for up to `epochs` epochs and return one record per epoch. The arguments `run_epoch` also takes
+    come first, in its order (chapter 05): `train` is `run_epoch` repeated, with what a run needs around it.
 
+    - `batches`: a list of `Batch`es used every epoch, or a function `batches(epoch)` returning that epoch's batches.
     - `model`: any `nn.Module` called as `model(src, tgt, src_mask, tgt_mask)` with a `generator` that turns its output
       into log-probabilities, as `make_model`'s models are. Only the defaults below and `save`/`resume` need the
       `config` dict that `make_model` attaches (`d_model`, `tgt_vocab`, `padding_idx`, and what rebuilds the model).
-    - `batches`: a list of `Batch`es used every epoch, or a function `batches(epoch)` returning that epoch's batches.
     - `loss_compute`: default `SimpleLossCompute` with `LabelSmoothing(smoothing)` (the model needs a `padding_idx`);
       `optimizer`/`scheduler`: default `noam_optimizer(model)`.
     - After each epoch: `evaluate(model)` returns a dict merged into the record; the record goes into `save`

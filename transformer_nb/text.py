@@ -24,7 +24,7 @@ def train_translator(model, tokenizer, batches, epochs: int, **kwargs) -> list[d
     if "kind" in kwargs:
         raise TypeError("train_translator() sets `kind` itself (its checkpoints are translators)")
     extra = {**(kwargs.pop("extra", None) or {}), "tokenizer": tokenizer.state_dict()}
-    return train(model, batches, epochs, kind="translation", extra=extra, **kwargs)
+    return train(batches, model, epochs=epochs, kind="translation", extra=extra, **kwargs)
 
 
 def exact_match(hypotheses: list[str], references: list[str]) -> float:

@@ -113,7 +113,7 @@ def train_translation(
     steps = sum(len(batches(epoch)) for epoch in range(1, planned + 1))     # the schedule of the run as planned
     optimizer, scheduler = translation_optimizer(model, config, steps)
     ema = max(0.0, min(config.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
-    history = train(model, batches, config.epochs, loss_compute, optimizer, scheduler, evaluate=evaluate,
+    history = train(batches, model, loss_compute, optimizer, scheduler, epochs=config.epochs, evaluate=evaluate,
                     on_epoch=on_epoch, save=save, resume=resume, kind="translation", progress=progress, world=world,
                     precision=config.precision, ema=ema,
                     extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config), "data": data})
