@@ -603,3 +603,28 @@ def test_a_copy_recipe_names_a_field_it_cannot_use(fields, message):
     from transformer_nb.copy_task import CopyConfig
     with pytest.raises(ValueError, match=re.escape(message)):
         CopyConfig(**fields)
+
+
+@pytest.mark.parametrize("entry, value, message", [
+    ("rng_state", torch.zeros(3, dtype=torch.uint8), "a malformed random-number state"),      # was a RuntimeError
+    ("rng_state", "abc", "it holds no random-number state to resume from"),
+    ("train_state", {"step": "x"}, "a malformed train_state"),                                # was a TypeError
+    ("train_state", {"steps": 3}, "a malformed train_state"),
+    ("optimizer", {"state": {}, "param_groups": "x"}, "its optimizer state does not fit"),
+])
+def test_resume_names_a_malformed_run_state(tmp_path, entry, value, message):
+    "A resume file whose random state, step counts or optimizer state were damaged: one line naming the file."
+    from transformer_nb.batch import Batch
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.fit import train
+    torch.manual_seed(0)
+    seq = torch.randint(3, 10, (4, 6))
+    seq[:, 0] = 1
+    fresh = lambda: make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    train([Batch(seq, seq, padding_idx=0)], fresh(), epochs=1, save=tmp_path / "run.pt", progress=False)
+    ckpt = torch.load(tmp_path / "run.pt", weights_only=True)
+    torch.save({**ckpt, entry: value}, tmp_path / "bad.pt")
+    with pytest.raises(CheckpointError, match=re.escape(message)) as e:
+        train([Batch(seq, seq, padding_idx=0)], fresh(), epochs=2, resume=tmp_path / "bad.pt", save=tmp_path / "bad.pt",
+              progress=False)
+    assert "bad.pt" in str(e.value)

@@ -48,11 +48,17 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
         state = ckpt.get("rng_state")
         if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8):
             raise CheckpointError(path, "it holds no random-number state to resume from", ours=True)
-        _restore_rng(ckpt)
+        try:
+            _restore_rng(ckpt)
+        except RuntimeError as e:                                          # a state of the wrong size
+            raise CheckpointError(path, f"a malformed random-number state ({str(e)[:80]})") from None
     try:
         state = TrainState(**ckpt["train_state"]) if ckpt.get("train_state") else TrainState()
     except TypeError as e:
         raise CheckpointError(path, f"a malformed train_state ({e})") from None
+    counts = {k: v for k, v in vars(state).items() if k != "history"}    # steps, samples, tokens
+    if not all(type(v) is int and v >= 0 for v in counts.values()) or not isinstance(state.history, list):
+        raise CheckpointError(path, f"a malformed train_state ({counts!r:.80})")
     return state, ckpt.get("extra") or {}
 
 
