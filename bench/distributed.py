@@ -44,7 +44,7 @@ def worker(task: str, epochs: int):
     data = (lambda e: epoch_batches(CopyConfig(), e)) if task == "copy" else translation_batches
     tokens = sum(b.ntokens for b in data(2))                          # every epoch has about as many
     times = []
-    train(model, data, epochs, smoothing=0.1, progress=False, world=world,
+    train(data, model, epochs=epochs, smoothing=0.1, progress=False, world=world,
           on_epoch=lambda r: times.append(r["seconds"]))
     if world.is_main:
         per_epoch = statistics.median(b - a for a, b in zip(times, times[1:]))   # epoch 1 is warm-up

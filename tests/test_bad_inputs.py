@@ -628,3 +628,14 @@ def test_resume_names_a_malformed_run_state(tmp_path, entry, value, message):
         train([Batch(seq, seq, padding_idx=0)], fresh(), epochs=2, resume=tmp_path / "bad.pt", save=tmp_path / "bad.pt",
               progress=False)
     assert "bad.pt" in str(e.value)
+
+
+def test_a_recipe_names_a_count_too_large_and_a_file_without_extra(tmp_path):
+    "A seed of 2**70 names its limit; a checkpoint saved without `extra` is refused for resume in one line."
+    from transformer_nb.checkpoint import CheckpointError, save_checkpoint
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    with pytest.raises(ValueError, match=re.escape("`seed` must be below 2**63, got 1,180,591,620,717,411,303,424")):
+        TranslationConfig(seed=2**70)
+    save_checkpoint(tmp_path / "bare.pt", make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0), kind="copy")
+    with pytest.raises(CheckpointError, match="a model without its training run"):   # was an AttributeError
+        train_copy(CopyConfig(epochs=2), resume=tmp_path / "bare.pt")

@@ -22,11 +22,14 @@ __all__ = ['check_recipe', 'saved_recipe']
 def check_recipe(recipe, integers: dict, numbers: dict):
     """Raise a clear error, naming the field, unless each of `integers` (field: least value) is an integer of at least
     that, each of `numbers` (field: `(test, what it must be)`) a finite number that passes its test, and the recipe's
-    `precision` and `device` are ones PyTorch can use."""
+    `precision` and `device` are ones PyTorch knows (whether this machine has the device is checked where it is
+    used)."""
     for name, least in integers.items():
         value = getattr(recipe, name)
-        if isinstance(value, bool) or not isinstance(value, int) or not least <= value < 2**63:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ValueError(f"`{name}` must be an integer of at least {least}, got {value!r}")
+        if value >= 2**63:
+            raise ValueError(f"`{name}` must be below 2**63, got {value:,}")
     for name, (ok, expected) in numbers.items():
         value = getattr(recipe, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
@@ -42,7 +45,7 @@ def saved_recipe(path, recipe, kind: str, **changes):
     """The recipe (`recipe` is its dataclass: `CopyConfig`, `TranslationConfig`) that the run saved in `path` was
     trained with, `changes` applied. A saved recipe whose fields differ from `recipe`'s (a run of another version), or
     whose values the recipe refuses (a tampered file), is refused in one line that names the file and the field."""
-    extra = read_checkpoint(path, kind=kind)["extra"]
+    extra = read_checkpoint(path, kind=kind)["extra"] or {}
     saved = extra.get("config")
     if not saved:
         raise CheckpointError(path, "a model without its training run (no recipe is saved in it): it cannot be "
