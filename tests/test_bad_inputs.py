@@ -32,6 +32,8 @@ CLI = [
     (["copy", "--h", "5"], "d_model=32 must be divisible by the number of heads h=5"),
     (["translate", "--h", "3", "--data", "."], "d_model=256 must be divisible by the number of heads h=3"),
     (["copy", "--N", "0"], "argument --N: expected a positive integer, got 0"),
+    (["copy", "--threads", "100000"], "argument --threads: expected at most"),            # crashed PyTorch (SIGSEGV)
+    (["copy", "--threads", "0"], "argument --threads: expected a positive integer, got 0"),
     (["copy", "--N", "-3"], "argument --N: expected a positive integer, got -3"),
     (["copy", "--N", "two"], "argument --N: invalid _positive value: 'two'"),
     (["copy", "--epochs", "0"], "argument --epochs: expected a positive integer, got 0"),
@@ -639,3 +641,35 @@ def test_a_recipe_names_a_count_too_large_and_a_file_without_extra(tmp_path):
     save_checkpoint(tmp_path / "bare.pt", make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0), kind="copy")
     with pytest.raises(CheckpointError, match="a model without its training run"):   # was an AttributeError
         train_copy(CopyConfig(epochs=2), resume=tmp_path / "bare.pt")
+
+
+def test_ctrl_c_while_translating_says_so_and_exits_130(translator_file, monkeypatch):
+    "No KeyboardInterrupt traceback: one line, exit status 130 (the shell's code for Ctrl-C)."
+    from transformer_nb import commands
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(commands, "translate", interrupted)
+    status, _, err = _run(["translate", "--checkpoint", translator_file, "--sentence", "ein hund"])
+    assert status == 130 and "interrupted while translating: nothing more to keep" in err, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("history", ["abc", [{"epoch": 1}, {"epoch": 3}], None])
+def test_resume_refuses_a_history_that_is_not_one_record_per_epoch(tmp_path, history):
+    "history='abc' used to make resume believe 3 epochs were done, train nothing and print 'saved'."
+    from transformer_nb.batch import Batch
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.fit import train
+    torch.manual_seed(0)
+    seq = torch.randint(3, 10, (4, 6))
+    seq[:, 0] = 1
+    fresh = lambda: make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    train([Batch(seq, seq, padding_idx=0)], fresh(), epochs=1, save=tmp_path / "run.pt", progress=False)
+    ckpt = torch.load(tmp_path / "run.pt", weights_only=True)
+    torch.save({**ckpt, "extra": {**ckpt["extra"], "history": history}}, tmp_path / "bad.pt")
+    before = (tmp_path / "bad.pt").read_bytes()
+    with pytest.raises(CheckpointError, match=re.escape("no history (one record per epoch)")):
+        train([Batch(seq, seq, padding_idx=0)], fresh(), epochs=3, resume=tmp_path / "bad.pt", save=tmp_path / "bad.pt",
+              progress=False)
+    assert (tmp_path / "bad.pt").read_bytes() == before                 # the user's file is untouched

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -48,6 +49,13 @@ def _learning_rate(text: str) -> float:
     value = float(text)
     if not 0.0 < value <= 1.0:
         raise argparse.ArgumentTypeError(f"expected a learning rate in (0, 1], got {text}")
+    return value
+
+
+def _threads(text: str) -> int:
+    value, cores = _positive(text), os.cpu_count() or 1
+    if value > cores:                                  # more threads than cores only slows down (and 10**5 crashes)
+        raise argparse.ArgumentTypeError(f"expected at most {cores} (this machine's cores), got {text}")
     return value
 
 
@@ -107,7 +115,7 @@ def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict | No
 
 def _add_run_args(p: argparse.ArgumentParser, what: str):
     "The options `copy` and `translate` share beyond their recipe: threads, and what to keep."
-    p.add_argument("--threads", type=_positive, help="PyTorch threads (default: one per core; 1 under torchrun). "
+    p.add_argument("--threads", type=_threads, help="PyTorch threads (default: one per core; 1 under torchrun). "
                    "Two PyTorch processes that each use every core slow each other down: run one at a time, or split "
                    "the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
