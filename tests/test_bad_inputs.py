@@ -673,3 +673,49 @@ def test_resume_refuses_a_history_that_is_not_one_record_per_epoch(tmp_path, his
         train([Batch(seq, seq, padding_idx=0)], fresh(), epochs=3, resume=tmp_path / "bad.pt", save=tmp_path / "bad.pt",
               progress=False)
     assert (tmp_path / "bad.pt").read_bytes() == before                 # the user's file is untouched
+
+
+def test_resume_to_an_epoch_already_done_is_refused_not_claimed_saved(tmp_path):
+    "It used to print 'saved the model to new.pt', exit 0, and write nothing."
+    tiny = ["--N", "1", "--d-model", "16", "--d-ff", "32", "--h", "2", "--examples", "1", "--threads", "1"]
+    assert _run(["copy", "--epochs", "2", "--save", str(tmp_path / "run.pt"), *tiny])[0] == 0
+    before = (tmp_path / "run.pt").read_bytes()
+    status, out, err = _run(["copy", "--resume", str(tmp_path / "run.pt"), "--epochs", "2", "--save",
+                             str(tmp_path / "new.pt"), "--examples", "1", "--threads", "1"])
+    assert status == 2 and "--epochs 2: the run in" in err and "has already trained 2 epochs" in err, err
+    assert "saved" not in out and not (tmp_path / "new.pt").exists()
+    assert (tmp_path / "run.pt").read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["translate", "--data", str(DATA), "--train-pairs", "50", "--vocab-size", "5", "--epochs", "1"],
+     "--vocab-size 5: `vocab_size` must be at least"),                                     # was a traceback
+    (["translate", "--data", str(DATA), "--epochs", "100000000"], "`epochs` must be at most 1,000"),   # was a hang
+    (["copy", "--save", "/dev/null", "--epochs", "1"], "--save /dev/null: not a regular file"),   # was a traceback
+    (["copy", "--checkpoint", "/dev/null"], "--checkpoint /dev/null: not a regular file"),
+])
+def test_the_command_line_names_what_the_recipe_or_a_path_refuses(argv, message):
+    status, out, err = _run(argv)
+    assert status == 2 and message in err and "Traceback" not in err, err
+
+
+def test_a_damaged_data_file_is_named(tmp_path):
+    import shutil
+    for f in DATA.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    with open(tmp_path / "val.en.gz", "ab") as f:
+        f.write(b"x")
+    status, _, err = _run(["translate", "--data", str(tmp_path), "--train-pairs", "50", "--epochs", "1"])
+    assert status == 2 and f"--data {tmp_path}:" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("overwrite", ["no", 0, None])
+def test_save_translator_overwrite_must_be_true_or_false(tmp_path, tiny_translator, overwrite):
+    "overwrite='no' used to count as true and replaced a resumable run with a bare translator."
+    from transformer_nb.translator import save_translator
+    model, tokenizer = tiny_translator
+    save_translator(tmp_path / "t.pt", model, tokenizer)
+    before = (tmp_path / "t.pt").read_bytes()
+    with pytest.raises(TypeError, match=re.escape(f"`overwrite` must be True or False, got {overwrite!r}")):
+        save_translator(tmp_path / "t.pt", model, tokenizer, overwrite=overwrite)
+    assert (tmp_path / "t.pt").read_bytes() == before

@@ -74,7 +74,7 @@ def half_then_hang(obj, f, *args, **kwargs):          # write half of the new ch
     print("half written", flush=True)
     time.sleep(120)
 torch.save = half_then_hang
-save_checkpoint(sys.argv[1], make_model(10, 10, N=2, d_model=32, d_ff=64, h=4))
+save_checkpoint(sys.argv[1], make_model(10, 10, N=2, d_model=32, d_ff=64, h=4), overwrite=True)
 """
 
 

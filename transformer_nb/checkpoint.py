@@ -20,9 +20,14 @@ __all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'CheckpointError', 'read_chec
 #| code-fold: true
 #| code-summary: Show the code (writing a checkpoint)
 def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=None,
-                    extra: dict | None = None, kind: str = "plain"):
+                    extra: dict | None = None, kind: str = "plain", overwrite: bool = False):
     """Save config, weights, optimizer, scheduler, train state (chapter 05's `TrainState`), RNG states, `extra` (plain
-    Python data, e.g. a tokenizer) and `kind` (what the model is for, e.g. 'copy') to `path`, atomically."""
+    Python data, e.g. a tokenizer) and `kind` (what the model is for, e.g. 'copy') to `path`, atomically. An existing
+    file is replaced only with `overwrite=True`."""
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"`overwrite` must be True or False, got {overwrite!r}")
+    if not overwrite and Path(path).exists():
+        raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
     _check_plain(extra, "extra")

@@ -23,6 +23,7 @@ from .files import check_save_path
 from .masks import padding_mask
 from .model import make_model, make_model_defaults, parameter_table, check_config
 from .translation import TranslationConfig, train_translation, recipe_from_checkpoint
+from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
 # %% auto #0
@@ -50,7 +51,10 @@ def _resumed(a: argparse.Namespace) -> dict:
 
 def _config(cls, a: argparse.Namespace):
     "A `cls` (CopyConfig, TranslationConfig) with every field the command line has an option for taken from it."
-    return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})
+    try:
+        return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})
+    except ValueError as e:                      # the recipe's own checks (a limit the options do not know)
+        raise UsageError(str(e)) from None
 
 
 def _summary(a: argparse.Namespace) -> int:
@@ -71,7 +75,15 @@ def _check_paths(a: argparse.Namespace):
     for flag in ("checkpoint", "resume"):
         path = getattr(a, flag)
         if path is not None and not Path(path).is_file():
-            raise UsageError(f"--{flag} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}")
+            what = "a folder, not a file" if Path(path).is_dir() else "not a regular file" if Path(path).exists() \
+                else "no such file"
+            raise UsageError(f"--{flag} {path}: {what}")
+    if a.resume is not None:                                 # a run resumed only to end where it is trains nothing
+        done = read_checkpoint(a.resume)["extra"] or {}
+        done = len(done.get("history") or []) if isinstance(done, dict) else 0
+        if a.epochs <= done:
+            raise UsageError(f"--epochs {a.epochs}: the run in {a.resume} has already trained {done} epochs; give "
+                             f"more than {done} to train on")
     if a.resume is not None and a.save is None:
         a.save = a.resume                                    # a resumed run keeps saving where it was saved
     if a.save is not None:
@@ -79,6 +91,8 @@ def _check_paths(a: argparse.Namespace):
         if Path(a.save).is_file() and not same:
             raise UsageError(f"--save {a.save}: the file exists; choose another name, delete it, or continue "
                              f"that run with --resume {a.save}")
+        if Path(a.save).exists() and not Path(a.save).is_file() and not Path(a.save).is_dir():
+            raise UsageError(f"--save {a.save}: not a regular file (a device or a pipe); give a file name")
         try:
             a.save = check_save_path(a.save, "--save")
         except ValueError as e:
@@ -113,9 +127,7 @@ def _train(a: argparse.Namespace, run):
         elif a.save is not None:
             print("\ninterrupted before the first epoch finished: nothing was saved", file=sys.stderr)
         else:
-            print(
-                "\ninterrupted: nothing was saved (--save PATH keeps a checkpoint after every epoch)", file=sys.stderr
-            )
+            print("\ninterrupted: nothing was saved (--save PATH keeps a checkpoint every epoch)", file=sys.stderr)
         raise SystemExit(130)
 
 
@@ -129,10 +141,8 @@ def _copy(a: argparse.Namespace) -> int:
             raise CheckpointError(a.checkpoint, f"a checkpoint of a {kind} model, not of a copy-task model", ours=True)
         model = model_from_checkpoint(a.checkpoint, map_location=a.device)
         held = held_out_set(vocab=model.config["src_vocab"])
-        print(
-            f"loaded {a.checkpoint}: "
-            + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h"))
-        )
+        print(f"loaded {a.checkpoint}: "
+              + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
     else:
         config = _config(CopyConfig, a)
         if a.resume is not None:
@@ -169,6 +179,8 @@ def _translate_data(a: argparse.Namespace, split: str):
         return load_multi30k(split, a.data)
     except OSError as e:                         # no internet, or a missing file in --data
         raise UsageError(f"cannot read Multi30k ({e}); pass --data DIR with a local copy") from e
+    except ValueError as e:                      # a damaged file: its checksum does not match
+        raise UsageError(f"--data {a.data}: {e}") from None
 
 
 def _translate(a: argparse.Namespace) -> int:
@@ -177,10 +189,8 @@ def _translate(a: argparse.Namespace) -> int:
     world = _world(a)
     if a.checkpoint is not None:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
-        print(
-            f"loaded {a.checkpoint}: {len(tokenizer)} tokens, "
-            + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h"))
-        )
+        print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, "
+              + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
     else:
         config = _config(TranslationConfig, a)
         if a.resume is not None:
@@ -191,20 +201,20 @@ def _translate(a: argparse.Namespace) -> int:
                                  f"the end of epoch {saved.epochs}; resume it with --epochs {saved.epochs}")
         train_pairs = _translate_data(a, "train")[: a.train_pairs]
         val_pairs = _translate_data(a, "val")
-        print(
-            f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} Multi30k "
-            f"pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
-            f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs",
-            flush=True,
-        )
-        report = lambda r: print(
-            f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss {r['val_loss']:.3f}  "
-            f"{r['seconds']:7.1f}s",
-            flush=True,
-        )
+        tokenizer = None
+        if a.resume is None:                     # learned here, so that a vocabulary too small is named
+            try:
+                tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
+            except ValueError as e:
+                raise UsageError(f"--vocab-size {config.vocab_size}: {e}") from None
+        print(f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} "
+              f"Multi30k pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
+              f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs", flush=True)
+        report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss "
+                                 f"{r['val_loss']:.3f}  {r['seconds']:7.1f}s", flush=True)
         model, tokenizer, history = _train(a, lambda done: train_translation(
-            config, train_pairs, val_pairs, save=a.save, resume=a.resume, on_epoch=lambda r: (done(r), report(r)),
-            world=world))
+            config, train_pairs, val_pairs, tokenizer=tokenizer, save=a.save, resume=a.resume,
+            on_epoch=lambda r: (done(r), report(r)), world=world))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")
     if world.size > 1:
@@ -230,10 +240,8 @@ def _translate(a: argparse.Namespace) -> int:
         return 0
     test = _translate_data(a, "test")[: a.test_sentences]
     hypotheses = decode([de for de, _ in test], "--test-sentences")
-    print(
-        f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): "
-        f"{bleu(hypotheses, [en for _, en in test])}"
-    )
+    print(f"test BLEU ({decoder}, {len(test)} sentences of Multi30k test 2016): "
+          f"{bleu(hypotheses, [en for _, en in test])}")
     for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
         print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
     return 0

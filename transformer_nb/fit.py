@@ -204,7 +204,8 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                     raise FileExistsError(f"save {save}: another program wrote this file during training; it was "
                                           f"not replaced, and epoch {epoch} was not saved")
                 latest = {"latest": dict(model.state_dict())} if average is not None else {}
-                save_checkpoint(save, kept, optimizer, scheduler, state, {**extra, "history": history, **latest}, kind)
+                save_checkpoint(save, kept, optimizer, scheduler, state, {**extra, "history": history, **latest}, kind,
+                                overwrite=True)                           # this run's own file (checked above)
                 mark = _mark(save)
             if on_epoch is not None and world.is_main:
                 on_epoch(record)

@@ -177,3 +177,5 @@ def _check_recipe(c: TranslationConfig):
                   **{name: getattr(c, name) for name in model_fields}})
     if c.schedule not in ("linear", "noam"):
         raise ValueError(f"`schedule` must be 'linear' or 'noam', got {c.schedule!r}")
+    if c.epochs > 1000:                          # the schedule is planned over every epoch's batches, up front
+        raise ValueError(f"`epochs` must be at most 1,000, got {c.epochs:,}")

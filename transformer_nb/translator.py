@@ -81,11 +81,13 @@ def save_translator(path, model, tokenizer: Tokenizer, history: list | None = No
     """Save a trained model with its tokenizer (and training history) in one checkpoint, atomically; an existing
     file only with `overwrite=True`."""
     _check_translator(model, tokenizer)
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"`overwrite` must be True or False, got {overwrite!r}")
     path = check_save_path(path, "path")
     if path.exists() and not overwrite:
         raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     save_checkpoint(path, model, extra={"tokenizer": tokenizer.state_dict(), "history": history or []},
-                    kind="translation")
+                    kind="translation", overwrite=True)                  # checked above
 
 
 def load_translator(path, map_location="cpu"):
