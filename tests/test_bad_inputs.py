@@ -719,3 +719,33 @@ def test_save_translator_overwrite_must_be_true_or_false(tmp_path, tiny_translat
     with pytest.raises(TypeError, match=re.escape(f"`overwrite` must be True or False, got {overwrite!r}")):
         save_translator(tmp_path / "t.pt", model, tokenizer, overwrite=overwrite)
     assert (tmp_path / "t.pt").read_bytes() == before
+
+
+@pytest.mark.parametrize("map_location, message", [
+    ("tpu", "`map_location` must be a device such as 'cpu' or 'cuda', got 'tpu'"),
+    ("banana", "`map_location` must be a device such as 'cpu' or 'cuda', got 'banana'"),
+] + ([] if torch.cuda.is_available() else [("cuda", "`map_location` 'cuda': CUDA is not available on this machine")]))
+def test_a_bad_map_location_is_named_not_blamed_on_the_file(translator_file, map_location, message):
+    "It used to say the (good) file was truncated or damaged."
+    from transformer_nb.translator import load_translator
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_translator(translator_file, map_location=map_location)
+
+
+def test_translate_reads_a_generator_and_refuses_del(tiny_translator):
+    "A generator was used up by the checks and translated to []; DEL (and C1 controls) passed the control check."
+    from transformer_nb.translator import translate
+    model, tokenizer = tiny_translator
+    assert len(translate(model, tokenizer, (s for s in ["ein hund", "hund"]))) == 2
+    for bad in ("ein\x7fhund", "ein\x85hund"):
+        with pytest.raises(ValueError, match="holds control characters"):
+            translate(model, tokenizer, [bad])
+
+
+def test_copy_batch_size_has_a_limit():
+    "--batch-size 1000000 was killed for memory with no message."
+    from transformer_nb.copy_task import CopyConfig
+    with pytest.raises(ValueError, match=re.escape("`batch_size` must be at most 65,536, got 1,000,000")):
+        CopyConfig(batch_size=10**6)
+    status, _, err = _run(["copy", "--batch-size", "1000000"])
+    assert status == 2 and "`batch_size` must be at most 65,536" in err, err

@@ -75,6 +75,18 @@ class CheckpointError(ValueError):
         super().__init__(f"{path}: {reason}" if ours else f"{path}: not a transformer-nb checkpoint ({reason})")
 
 
+def _check_map_location(map_location):
+    "Raise a clear error naming `map_location` unless it is a device this machine has (a string or `torch.device`)."
+    if callable(map_location) or isinstance(map_location, dict):         # torch.load's other forms, passed on
+        return
+    try:
+        device = torch.device(map_location)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"`map_location` must be a device such as 'cpu' or 'cuda', got {map_location!r}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"`map_location` {map_location!r}: CUDA is not available on this machine")
+
+
 def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     """Load and check a checkpoint without building anything: the safe loader (`weights_only=True`), the expected keys,
     a valid config that agrees with every saved tensor's shape, finite weights, and `kind` when given.
@@ -82,6 +94,7 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(path, "a folder, not a file" if path.is_dir() else "no such file")
+    _check_map_location(map_location)                                    # the argument, not the file, is wrong
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:                                                # empty, truncated, text, hostile pickle, ...

@@ -113,6 +113,8 @@ class CopyConfig:
                      dict(factor=(lambda x: x > 0, "a positive number"),
                           smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
                           target_accuracy=(lambda x: 0 < x <= 1, "a fraction in (0, 1]")))
+        if self.batch_size > 65_536:                     # sequences per batch, all in memory at once
+            raise ValueError(f"`batch_size` must be at most 65,536, got {self.batch_size:,}")
         check_config({**make_model_defaults(), "src_vocab": self.vocab, "tgt_vocab": self.vocab,
                       **{name: getattr(self, name) for name in ("N", "d_model", "d_ff", "h", "dropout", "pre_norm")}})
 

@@ -27,6 +27,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     "fp32", "bf16" or "auto" (appendix 13)."""
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
+    sentences = list(sentences)                                         # a generator is read once, here
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
@@ -37,7 +38,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     if len(tokenizer) > vocab:
         raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, more than the model's vocabulary of {vocab}")
     for n, s in enumerate(sentences):
-        if not isinstance(s, str) or not s.strip() or any(ord(c) < 32 and c not in "\t\n" for c in s):
+        if not isinstance(s, str) or not s.strip() or any(_control(c) and c not in "\t\n" for c in s):
             raise ValueError(f"sentence {n + 1} ({s!r}) is empty, not a string or holds control characters")
     ids = [tokenizer.encode(s, True, True) for s in sentences]
     for n, x in enumerate(ids):                                         # only <unk> and word boundaries (▁)
@@ -69,6 +70,11 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     return out
 
 # %% ../nbs/09_translation.ipynb #a5038890
+def _control(c: str) -> bool:
+    "A control character (ASCII's 0-31 and DEL, and Unicode's C1 controls), which no sentence to translate holds."
+    return ord(c) < 32 or 127 <= ord(c) < 160
+
+
 def _check_translator(model, tokenizer):
     "Raise a clear error unless `model` is a model (an `nn.Module` with weights) and `tokenizer` a `Tokenizer`."
     if not isinstance(model, torch.nn.Module) or next(model.parameters(), None) is None:
