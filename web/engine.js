@@ -598,6 +598,12 @@
     return { ms: performance.now() - t0, dtype: weights.dtype, config: weights.config };
   }
 
+  // A control character, as translator.py's `_control`: ASCII 0-31 and DEL, and Unicode's C1 controls (0x80-0x9f).
+  function isControl(ch) {
+    const c = ch.charCodeAt(0);
+    return c < 32 || (c >= 127 && c < 160);
+  }
+
   // translate(): checks the sentence as translator.py does, then greedy decoding (beam 1) or beam search; the
   // output is at most (source length + 50) tokens, capped by the positional table.
   async function translate(text, { beam = 1, lengthPenalty: alpha = 0.6 } = {}) {
@@ -606,7 +612,7 @@
     if (typeof text !== "string") throw new TypeError("`text` must be a string");
     if (!Number.isInteger(beam) || beam < 1) throw new Error(`\`beam\` must be a positive integer (1: greedy), got ${beam}`);
     if (!(alpha >= 0 && alpha <= 10)) throw new Error(`\`lengthPenalty\` must be a number in [0, 10], got ${alpha}`);
-    if (!text.replace(STRIP, "") || [...text].some((ch) => ch.charCodeAt(0) < 32 && ch !== "\t" && ch !== "\n"))
+    if (!text.replace(STRIP, "") || [...text].some((ch) => isControl(ch) && ch !== "\t" && ch !== "\n"))
       throw new Error(`the sentence (${JSON.stringify(text)}) is empty or holds control characters`);
     const src = tokenizer.encode(text, true, true);
     if (src.slice(1, -1).every((t) => t === tokenizer.unk || tokenizer.vocab[t] === SPACE))

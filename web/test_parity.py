@@ -281,8 +281,8 @@ def test_beam_search_tokens(page, references, beam, alpha):
           f"attention {worst_map:.2e}", file=sys.stderr)
 
 
-REFUSALS = ["", "   ", "Hallo\x01 Welt", "☃☃ ☃", "\u2581 \u2581", "a " * 5000]    # Python refuses each
-ACCEPTED = ["Hallo\tWelt\n", "\u0085Ein Hund.", "Ein Hund ☃."]
+REFUSALS = ["", "   ", "Hallo\x01 Welt", "Hallo\x7f Welt", "\u0085Ein Hund.", "☃☃ ☃", "\u2581 \u2581", "a " * 5000]  # Python refuses each
+ACCEPTED = ["Hallo\tWelt\n", "Ein Hund ☃."]
 
 
 def test_translate_refuses_what_python_refuses(page, references):
