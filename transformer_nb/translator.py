@@ -5,6 +5,9 @@
 decoding or beam search (chapter 09). Imports no training code."""
 from __future__ import annotations
 
+from importlib.resources import files
+from pathlib import Path
+
 import torch
 
 from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
@@ -15,7 +18,7 @@ from .masks import padding_mask
 from .tokenizer import Tokenizer, SPACE
 
 # %% auto #0
-__all__ = ['translate', 'save_translator', 'load_translator']
+__all__ = ['PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1,
@@ -107,3 +110,12 @@ def load_translator(path, map_location="cpu"):
     if vocab != {len(tokenizer)}:
         raise CheckpointError(path, f"its tokenizer has {len(tokenizer)} tokens, the model's vocabulary {max(vocab)}")
     return model_from_checkpoint(path, map_location), tokenizer, ckpt["extra"].get("history", [])
+
+
+PRETRAINED_TRANSLATOR = Path(str(files("transformer_nb"))) / "pretrained" / "multi30k-de-en.pt"
+
+
+def load_pretrained(map_location="cpu"):
+    """`(model, tokenizer, history)` of the German→English translator the package ships (`PRETRAINED_TRANSLATOR`):
+    this chapter's recipe trained on Multi30k, its weights stored in float16 and loaded as float32."""
+    return load_translator(PRETRAINED_TRANSLATOR, map_location)

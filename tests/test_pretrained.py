@@ -1,0 +1,44 @@
+"""The translator the package ships (`load_pretrained`) is chapter 09's model: it reproduces the test BLEU that the
+chapter's stored run prints, within 0.3, and stays within the size the repository allows."""
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from transformer_nb.translator import PRETRAINED_TRANSLATOR, load_pretrained, translate
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MULTI30K_DIR", ROOT.parent / "shared" / "data" / "multi30k"))
+
+
+def chapter_test_bleu() -> float:
+    "The recipe's test BLEU as chapter 09's stored output prints it (`beam 5, alpha 1.2 BLEU = 41.38 ...`)."
+    nb = json.loads((ROOT / "nbs" / "09_translation.ipynb").read_text())
+    text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
+    found = re.findall(r"^beam 5, alpha 1\.2 +BLEU = (\d+\.\d+)", text, re.M)
+    assert len(found) == 1, f"chapter 09 prints the recipe's test BLEU once, found {found}"
+    return float(found[0])
+
+
+def test_the_shipped_file_is_at_most_10_mb_and_packaged():
+    assert PRETRAINED_TRANSLATOR.stat().st_size <= 10_000_000
+    assert "recursive-include transformer_nb/pretrained *.pt" in (ROOT / "MANIFEST.in").read_text()
+
+
+@pytest.mark.skipif(not (DATA / "test_2016_flickr.de.gz").exists() and not (DATA / "test_2016_flickr.de").exists(),
+                    reason="Multi30k's test set is not here")
+def test_the_shipped_translator_reproduces_the_chapters_test_bleu():
+    from transformer_nb.bleu import bleu
+    from transformer_nb.data import load_multi30k
+    from transformer_nb.translation import TranslationConfig
+
+    model, tokenizer, history = load_pretrained()
+    config = TranslationConfig()
+    assert len(history) == config.epochs
+    test = load_multi30k("test", DATA)
+    out = translate(model, tokenizer, [de for de, _ in test], config.beam_size, config.length_penalty,
+                    precision=config.precision)
+    score = bleu(out, [en for _, en in test]).score
+    assert abs(score - chapter_test_bleu()) <= 0.3, (score, chapter_test_bleu())
