@@ -38,7 +38,7 @@ GIT_URL = "https://github.com/transformer-nb/transformer_nb"
 TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "include: false": "remove-cell",
         "code-fold: true": "hide-input",
         "solution: true": "hide-cell"}          # an exercise's worked solution: code and output folded together
-APPENDICES = ["08_interop.ipynb", "12_fit.ipynb", "13_precision.ipynb", "20_cli.ipynb"]   # listed apart in the sidebar
+APPENDICES = ["08_interop.ipynb", "12_fit.ipynb", "13_precision.ipynb", "14_browser.ipynb", "20_cli.ipynb"]   # listed apart in the sidebar
 
 
 def api_modules() -> list:
@@ -62,8 +62,8 @@ def notebook_hashes() -> dict:
     "sha256 of everything the site is built from: the notebooks, the Sphinx configuration and this script."
     folders = [NBS / "sphinx", NBS / "images"]
     sources = [*NBS.glob("*.ipynb"), *(p for d in folders for p in d.rglob("*") if p.is_file() and "__pycache__" not in p.parts),
-               Path(__file__)]
-    return {p.relative_to(NBS).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(sources)}
+               Path(__file__), *WEB, ROOT / "transformer_nb" / "pretrained" / "multi30k-de-en.pt"]
+    return {Path(os.path.relpath(p, NBS)).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(sources)}
 
 
 def _text(src):
@@ -104,13 +104,27 @@ def _adapt_cell(cell, page_names):
             show = d.split(":", 1)[1].strip().strip("\"")
             cell["metadata"]["mystnb"] = {"code_prompt_show": show, "code_prompt_hide": re.sub(r"^Show", "Hide", show)}
     cell["source"] = "\n".join(l for l in lines if not l.startswith("#|")).strip("\n")
+    charts = []
     for out in cell.get("outputs", []):
         data = out.get("data", {})
         if "image/svg+xml" in data:                                    # inline the chart: an <svg> in the page itself
-            svg = _text(data.pop("image/svg+xml"))
+            svg = _hover_titles(_text(data.pop("image/svg+xml")))
             data.pop("text/plain", None)
             data["text/html"] = f'<div class="tnb-chart">{svg}</div>'
+            charts.append(out)
+    if len(charts) > 1:        # several charts from one cell, side by side and wrapping: a phone shows one per row
+        panels = "".join(c["data"]["text/html"] for c in charts)
+        charts[0]["data"]["text/html"] = f'<div class="tnb-charts">{panels}</div>'
+        cell["outputs"] = [o for o in cell["outputs"] if o is charts[0] or not any(o is c for c in charts)]
     return cell
+
+
+def _hover_titles(svg: str) -> str:
+    """Each mark's description (Vega's `aria-label`, e.g. "col: Tisch; row: table; weight: 0.87") as a `<title>`, which
+    the browser shows when the pointer rests on the mark, instead of three ARIA attributes per mark: a heat map of 300
+    cells is a third smaller, and its numbers can be read on the page."""
+    return re.sub(r'<path aria-label="([^"]*)" role="graphics-symbol" aria-roledescription="[^"]*" ([^>]*?)/>',
+                  r'<path \2><title>\1</title></path>', svg)
 
 
 def _anchor_for_card(cell):
@@ -279,12 +293,27 @@ def prune(out: Path):
             junk.unlink()
 
 
+WEB = [ROOT / "web" / name for name in ("engine.js", "demo.js", "demo.css")]   # appendix 14's page
+
+
+def web_assets(folder: Path):
+    "The scripts of appendix 14's demo, and the shipped translator's weights in int8, which the demo loads on request."
+    from transformer_nb.translator import PRETRAINED_TRANSLATOR, load_translator
+    from transformer_nb.web import export_weights
+    folder.mkdir(parents=True)
+    for path in WEB:
+        shutil.copy(path, folder / path.name)
+    model, tokenizer, _ = load_translator(PRETRAINED_TRANSLATOR)
+    export_weights(model, tokenizer, folder / "weights-int8.js", "int8")
+
+
 def build():
     src, static = BUILD / "src", BUILD / "static"
     prepare_sources(src)
     if static.exists():
         shutil.rmtree(static)
     shutil.copytree(NBS / "sphinx" / "_static", static)
+    web_assets(static / "web")
     out = BUILD / "html"
     if out.exists():
         shutil.rmtree(out)

@@ -274,3 +274,51 @@ def test_every_page_in_a_browser(browser, server, mode):
         ctx.close()
     assert not problems, "\n".join(problems)
     assert any("charts" in s and not s.split(": ")[1].startswith("0 charts") for s in summary)
+
+
+@pytest.fixture(scope="module")
+def int8_translation():
+    "What Python translates for the demo's first sentence with the weights the page computes with (int8, one at a time)."
+    import torch
+    from transformer_nb.translator import load_pretrained, translate
+    from transformer_nb.web import dequantized_model
+    torch.set_num_threads(1)
+    model, tokenizer, _ = load_pretrained()
+    sentence = "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt."
+    return sentence, translate(dequantized_model(model, "int8"), tokenizer, [sentence], 5, 1.2, batch_size=1)[0]
+
+
+@pytest.mark.parametrize("mode", ["http", "file"])
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1300px", "390px"])
+def test_the_browser_chapter_translates_and_shows_every_map(browser, server, mode, viewport, int8_translation):
+    """Appendix 14's demo: the weights load only on request, the first test sentence comes out as Python translates it,
+    every map of the chosen layer is drawn (hovering a cell names both tokens and the weight), and nothing widens the page."""
+    sentence, expected = int8_translation
+    ctx = browser.new_context(viewport=viewport)
+    tab = ctx.new_page()
+    errors, fetched = [], []
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    tab.on("request", lambda r: fetched.append(r.url))
+    tab.goto(f"{server if mode == 'http' else DOCS.as_uri()}/browser.html", wait_until="networkidle")
+    assert not any("weights" in u for u in fetched), "the weights load before the reader asks for them"
+    tab.get_by_role("button", name="Load the model").click()
+    tab.wait_for_function("document.querySelectorAll('.tnb-map').length > 0", timeout=60_000)
+    demo = tab.locator("#tnb-demo")
+    assert tab.input_value("#tnb-demo textarea") == sentence
+    assert demo.locator(".tnb-demo-output").inner_text() == expected
+    heads = tab.evaluate("window.transformerNb.model.config.h")
+    assert demo.locator("table.tnb-map").count() == heads                   # "all heads" of layer 1
+    demo.locator("table.tnb-map td").nth(5).hover()
+    assert re.fullmatch(r".+ → .+: [01]\.\d{3}", demo.locator(".tnb-demo-cell").inner_text())
+    for kind in ("encoder", "decoder_self", "cross"):                       # every kind and layer can be shown
+        demo.locator("select").nth(2).select_option(kind)
+        for layer in range(tab.evaluate("window.transformerNb.model.config.N")):
+            demo.locator("select").nth(3).select_option(str(layer))
+            assert demo.locator("table.tnb-map").count() == heads
+    width = tab.evaluate("document.documentElement.scrollWidth")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    demo.screenshot(path=str(ARTIFACTS / f"demo-{mode}-{viewport['width']}.png"))
+    ctx.close()
+    assert width <= viewport["width"], f"the page is {width} px wide at {viewport['width']} px"
+    assert not errors, errors

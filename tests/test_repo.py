@@ -102,7 +102,7 @@ LAYERS = [
     ("inference", ["decoding"]),
     ("files and checkpoints", ["files", "checkpoint", "recipe"]),
     ("text and data", ["tokenizer", "data", "bleu"]),
-    ("a trained translator", ["translator"]),
+    ("a trained translator", ["translator", "web"]),
     ("the fit loop", ["fit"]),
     ("conversion", ["interop"]),
     ("tasks", ["copy_task", "translation", "text"]),
@@ -141,6 +141,7 @@ def test_inference_never_imports_training():
     training = {"epoch", "fit", "schedule", "loss"}
     assert not _reached("decoding") & (training | {"checkpoint", "files"}), sorted(_reached("decoding"))
     assert not _reached("translator") & training, sorted(_reached("translator"))
+    assert not _reached("web") & training, sorted(_reached("web"))
 
 
 def test_every_module_is_written_by_one_notebook():
@@ -173,11 +174,6 @@ def test_every_module_has_one_concern_in_at_most_250_lines():
     assert not long, f"modules over 250 lines: {long}"
 
 
-# Chapter 09's exercises train translators of about 18 minutes each; their hints and solutions come with the trained
-# translator the repository will ship (the browser chapter's issue), so that a solution loads it instead of training.
-EXERCISES_WITHOUT_SOLUTIONS = {"09_translation.ipynb"}
-
-
 def _exercises(nb: Path) -> list:
     "The chapter's exercises between '## Exercises' and '## Summary': `(number, its markdown, the code cell after it)`."
     cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
@@ -199,8 +195,6 @@ def _exercises(nb: Path) -> list:
 def test_every_exercise_has_a_hint_and_a_worked_solution_folded(nb):
     """Each exercise is its own markdown cell holding a folded hint and a folded worked solution (`<details>`); a code
     cell that follows it is the solution's code, folded on the site with its output (`#| solution: true`)."""
-    if nb in EXERCISES_WITHOUT_SOLUTIONS:
-        pytest.skip("its exercises need the trained translator the repository does not ship yet")
     exercises = _exercises(ROOT / "nbs" / nb)
     numbers = [n for n, _, _ in exercises]
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 3, f"{nb}: exercises {numbers}"

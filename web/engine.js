@@ -5,7 +5,7 @@
 //
 //     window.transformerNb = { load(weights), translate(text, {beam, lengthPenalty}) }
 //
-// `load` takes the object a weights script (written by export.py) assigns to `window.transformerNbWeights`;
+// `load` takes the object a weights script (written by transformer_nb.web.export_weights) assigns to `window.transformerNbWeights`;
 // `translate` returns a Promise of {text, tokens, attention, ...}: attention.encoder / .decoder_self / .cross hold,
 // per layer, one [len_q][len_k] array per head.
 //
@@ -21,7 +21,7 @@
   const FLOAT32_MIN = -3.4028234663852886e38;   // torch.finfo(torch.float32).min: the score of a masked key
 
   // =================================================================================================================
-  // 1. Reading the weights script: base64 -> bytes -> float32 arrays (export.py wrote them)
+  // 1. Reading the weights script: base64 -> bytes -> float32 arrays (transformer_nb.web wrote them)
   // =================================================================================================================
 
   function base64ToBytes(text) {
@@ -50,7 +50,7 @@
     return halfTable;
   }
 
-  // One tensor of the index as a Float32Array, dequantized: exactly export.py's `browser_tensor`.
+  // One tensor of the index as a Float32Array, dequantized: exactly transformer_nb.web's `browser_tensor`.
   // (Typed arrays read the platform's byte order; every browser in use is little-endian, as the file is.)
   function readTensor(entry, bytes) {
     const n = entry.shape.reduce((a, b) => a * b, 1), out = new Float32Array(n);

@@ -10,7 +10,7 @@ import json
 import torch
 from playwright.sync_api import sync_playwright
 
-from export import dequantized_model
+from transformer_nb.web import dequantized_model
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, _source, _max_length
 from test_parity import CHROMIUM_ARGS, Page, js_translate
 from transformer_nb.decoding import init_cache, next_log_probs

@@ -1,4 +1,4 @@
-"""The PyTorch side of the parity tests, the benchmark and the BLEU script: which model, and what PyTorch decodes.
+"""The PyTorch side of the parity tests and the benchmark: which model, and what PyTorch decodes.
 
 Every reference decodes ONE sentence exactly as `transformer_nb.translator.translate` would if the sentence were
 alone in its batch (the browser translates one sentence at a time): ids between <s> and </s>, a padding keep-mask,
@@ -16,14 +16,13 @@ from transformer_nb.data import load_multi30k
 from transformer_nb.decoding import beam_search, greedy_decode, max_positions
 from transformer_nb.masks import padding_mask, subsequent_mask
 from transformer_nb.model import attention_maps, make_model
-from transformer_nb.checkpoint import CHECKPOINT_FORMAT
 from transformer_nb.tokenizer import Tokenizer
-from transformer_nb.translator import load_translator
+from transformer_nb.translator import PRETRAINED_TRANSLATOR, load_translator
 
 HERE = Path(__file__).resolve().parent
 MULTI30K = Path(os.environ.get("MULTI30K_DIR", HERE.parents[1] / "shared" / "data" / "multi30k"))   # beside the repository
-# a COPY of the training run's checkpoint (the run rewrites the original after every epoch)
-CHECKPOINT = Path(os.environ.get("TRANSFORMER_NB_CKPT", HERE / "checkpoint.pt"))
+# the model the tests check: the translator the package ships, or another one ($TRANSFORMER_NB_CKPT)
+CHECKPOINT = Path(os.environ.get("TRANSFORMER_NB_CKPT", PRETRAINED_TRANSLATOR))
 
 
 @lru_cache(maxsize=None)
@@ -32,8 +31,8 @@ def multi30k(split: str) -> list[tuple[str, str]]:
 
 
 def random_model(seed: int = 0, **options):
-    """A small untrained model with a tokenizer learned from 300 Multi30k pairs: the stand-in before a checkpoint
-    exists. `options`: other `make_model` arguments (pre_norm=True, bias=False, ...)."""
+    """A small untrained model with a tokenizer learned from 300 Multi30k pairs, for architectures the shipped
+    translator does not have. `options`: other `make_model` arguments (pre_norm=True, bias=False, ...)."""
     torch.manual_seed(seed)
     pairs = multi30k("train")[:300]
     tokenizer = Tokenizer.train([s for pair in pairs for s in pair], vocab_size=600)
@@ -43,31 +42,12 @@ def random_model(seed: int = 0, **options):
     return model.eval(), tokenizer
 
 
-def copy_checkpoint(source, dest=CHECKPOINT):
-    """Copy the training run's checkpoint (the run rewrites it after every epoch) to `dest`, checked by loading it.
-    A file in format 1 (written by the package before make_model's `max_len` became `max_positions`) is upgraded to
-    the current format on the way: the same weights, the config key renamed."""
-    ckpt = torch.load(source, map_location="cpu", weights_only=True)
-    if ckpt.get("format") == "transformer-nb checkpoint 1" and CHECKPOINT_FORMAT == "transformer-nb checkpoint 2":
-        ckpt["config"]["max_positions"] = ckpt["config"].pop("max_len")
-        ckpt["format"] = CHECKPOINT_FORMAT
-    tmp = Path(f"{dest}.tmp")
-    torch.save(ckpt, tmp)
-    load_translator(tmp)                                                # refuse a damaged copy
-    tmp.replace(dest)
-    return dest
-
-
 @lru_cache(maxsize=None)
 def load_model():
-    "(model, tokenizer, description): the trained checkpoint's copy if there is one, else the random model."
+    "(model, tokenizer, description): the translator in CHECKPOINT (the shipped one unless $TRANSFORMER_NB_CKPT)."
     torch.set_num_threads(1)
-    if CHECKPOINT.exists():
-        model, tokenizer, history = load_translator(CHECKPOINT)
-        epoch = history[-1].get("epoch") if history else "?"
-        return model.eval(), tokenizer, f"trained checkpoint {CHECKPOINT} (epoch {epoch})"
-    model, tokenizer = random_model()
-    return model, tokenizer, "RANDOM model (no checkpoint found)"
+    model, tokenizer, history = load_translator(CHECKPOINT)
+    return model.eval(), tokenizer, f"{CHECKPOINT} ({len(history)} epochs of training)"
 
 
 def _source(tokenizer, sentence: str):
@@ -107,11 +87,3 @@ def torch_maps(model, tokenizer, src_ids: list[int], out_ids: list[int]) -> dict
     maps = attention_maps(model, src, tgt, padding_mask(src, tokenizer.pad), subsequent_mask(tgt.size(1)))
     return {kind: [layer[0].double() for layer in layers] for kind, layers in maps.items()}
 
-
-if __name__ == "__main__":                                               # python reference.py copy SOURCE
-    import sys
-    if sys.argv[1:2] == ["copy"] and len(sys.argv) == 3:
-        torch.set_num_threads(1)
-        print(copy_checkpoint(sys.argv[2]), load_translator(CHECKPOINT)[2][-1])
-    else:
-        sys.exit("usage: python reference.py copy SOURCE_CHECKPOINT")

@@ -2,9 +2,8 @@
 
 Run:  python -m pytest -q web/test_parity.py   (part of the repository's `pytest`; chromium as for tests/test_docs.py)
 
-The model is the copy of the trained checkpoint (reference.CHECKPOINT; $TRANSFORMER_NB_CKPT to choose another), or,
-if there is none, a small random model. Its weights are exported (export.py) into build/ at the start, in int8 and
-float16, and every check runs on four pages: {file://, http://} x {int8, float16}. PyTorch's references use
+The model is the translator the package ships (reference.CHECKPOINT; $TRANSFORMER_NB_CKPT to choose another). Its
+weights are exported (`transformer_nb.web.export_weights`) into build/ at the start, in int8 and float16, and every check runs on four pages: {file://, http://} x {int8, float16}. PyTorch's references use
 `dequantized_model(model, dtype)`: the float32 weights the browser computes with.
 
 (a) tokenizer: ids and decoded text equal Python's on every Multi30k validation and test sentence, German and English;
@@ -29,7 +28,7 @@ import pytest
 import torch
 from playwright.sync_api import sync_playwright
 
-from export import DTYPES, dequantized_model, export_weights
+from transformer_nb.web import DTYPES, dequantized_model, export_weights
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, torch_maps
 from transformer_nb.embedding import sinusoidal_encoding
 
