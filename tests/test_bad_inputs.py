@@ -8,6 +8,7 @@ from dataclasses import asdict
 import pytest
 import torch
 
+import transformer_nb.masks as masks
 from transformer_nb.cli import main
 from transformer_nb.model import make_model
 from transformer_nb.translation import TranslationConfig
@@ -140,6 +141,19 @@ def test_a_save_path_ending_in_a_separator_is_a_folder(tmp_path):
     assert not (tmp_path / "newdir").exists()
     status, _, err = _run(["copy", "--save", f"{tmp_path}/other/"])
     assert status == 2 and "is a folder" in err and not (tmp_path / "other").exists()
+
+
+def test_a_refused_command_leaves_no_folder_behind(tmp_path):
+    "--save is checked first, and creates nothing: a command refused for another option leaves no folder behind."
+    status, _, err = _run(["copy", "--save", f"{tmp_path}/new/sub/m.pt", "--d-model", "100000"])
+    assert status == 2 and not (tmp_path / "new").exists(), err
+
+
+@pytest.mark.parametrize("name", ["x" * 300, f"{'y' * 300}/m.pt"])
+def test_a_save_name_too_long_for_the_file_system_is_named(tmp_path, name):
+    status, _, err = _run(["copy", "--save", f"{tmp_path}/{name}"])
+    assert status == 2 and "--save" in err and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_failed_write_names_the_file(tmp_path):
@@ -325,13 +339,21 @@ def test_a_tiny_file_declaring_a_huge_tensor_is_refused_before_it_is_read(tmp_pa
         read_checkpoint(tmp_path / "huge.pt")
 
 
-@pytest.mark.parametrize("alpha", [1e308, -0.5, float("nan"), float("inf")])
+@pytest.mark.parametrize("alpha", [1e308, -0.5, float("nan"), float("inf"), "0.6", None, True])
 def test_beam_search_names_a_length_penalty_it_cannot_use(alpha):
     "An alpha of 1e308 used to overflow in ((5 + t) / 6) ** alpha: refused, named, before decoding."
     from transformer_nb.decoding import beam_search
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
-    with pytest.raises(ValueError, match=re.escape(f"`length_penalty` must be a number in [0, 10], got {alpha}")):
+    with pytest.raises(ValueError, match=re.escape(f"`length_penalty` must be a number in [0, 10], got {alpha!r}")):
         beam_search(model, torch.tensor([[1, 5, 6, 2]]), None, 5, start_symbol=1, end_symbol=2, length_penalty=alpha)
+
+
+@pytest.mark.parametrize("beam_size", [0, 2.5, "3", None, True])
+def test_beam_search_names_a_beam_size_it_cannot_use(beam_size):
+    from transformer_nb.decoding import beam_search
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
+    with pytest.raises(ValueError, match=re.escape(f"`beam_size` must be a positive integer, got {beam_size!r}")):
+        beam_search(model, torch.tensor([[1, 5, 6, 2]]), None, 5, start_symbol=1, end_symbol=2, beam_size=beam_size)
 
 
 DATA = __import__("pathlib").Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
@@ -749,3 +771,48 @@ def test_copy_batch_size_has_a_limit():
         CopyConfig(batch_size=10**6)
     status, _, err = _run(["copy", "--batch-size", "1000000"])
     assert status == 2 and "`batch_size` must be at most 65,536" in err, err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: masks.subsequent_mask(2.5), "`size` must be a length in [0, 100,000], got 2.5"),
+    (lambda: masks.subsequent_mask(10**6), "`size` must be a length in [0, 100,000]"),
+    (lambda: masks.padding_mask(torch.ones(2, 3, dtype=torch.long), None),
+     "`padding_idx` must be the pad token's id, an integer, got None"),
+    (lambda: masks.length_mask([True, False]), "`lengths` must be a 1-D integer tensor"),
+    (lambda: masks.keep_to_additive(torch.ones(1, 2, dtype=torch.bool), torch.long),
+     "`dtype` must be a floating-point dtype"),
+])
+def test_masks_name_an_argument_they_cannot_use(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+@pytest.mark.parametrize("src", [[[1, 5, 2]], None])
+def test_decoders_name_a_source_that_is_not_a_tensor(src):
+    from transformer_nb.decoding import beam_search, greedy_decode
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2).eval()
+    for decode in (greedy_decode, beam_search):
+        with pytest.raises(ValueError, match="`src` must be a \\(batch, len_src\\) tensor of token ids, got"):
+            decode(model, src, None, 5, start_symbol=1, end_symbol=2)
+
+
+def test_average_checkpoints_names_a_single_path():
+    from transformer_nb.checkpoint import average_checkpoints
+    with pytest.raises(TypeError, match="got the single path 'model.pt': wrap it in a list"):
+        average_checkpoints("model.pt")
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(accum_iter=2.5), ValueError, "`accum_iter` must be a positive integer, got 2.5"),
+    (dict(accum_iter=0), ValueError, "`accum_iter` must be a positive integer, got 0"),
+    (dict(on_epoch=5), TypeError, "`on_epoch` must be a function or None, got 5"),
+    (dict(evaluate="bleu"), TypeError, "`evaluate` must be a function or None, got 'bleu'"),
+    (dict(evaluate=lambda m: [1.0]), TypeError, "`evaluate` must return a dict of numbers, got list"),
+])
+def test_train_names_an_argument_it_cannot_use(kwargs, error, message):
+    from transformer_nb.copy_task import copy_batches
+    from transformer_nb.fit import train
+    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    batches = copy_batches(2, 4, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(error, match=re.escape(message)):
+        train(list(batches), model, epochs=1, **kwargs)

@@ -5,6 +5,7 @@
 before anything is built (appendix 12)."""
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -195,6 +196,8 @@ def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
     """A model (in eval mode) whose weights are the mean of the weights saved in `paths`, as the paper averaged its
     last 5 (base) or 20 (big) checkpoints. Every file is checked and must hold the same architecture. One file is
     in memory at a time, beside a running float64 sum."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise TypeError(f"`paths` must be a list of checkpoint files, got the single path {paths!r}: wrap it in a list")
     paths = list(paths)
     if not paths:
         raise ValueError("`paths` is empty: give the checkpoints to average")

@@ -81,8 +81,9 @@ def max_positions(model) -> int | None:
 
 def _check_decode_args(model, src, src_mask, max_length) -> int:
     "Check the arguments; returns `max_length`, capped (with a warning) at the model's positional table."
-    if src.dim() != 2:
-        raise ValueError(f"`src` must be (batch, len_src) token ids, got shape {tuple(src.shape)}")
+    if not isinstance(src, torch.Tensor) or src.dim() != 2:
+        got = f"shape {tuple(src.shape)}" if isinstance(src, torch.Tensor) else type(src).__name__
+        raise ValueError(f"`src` must be a (batch, len_src) tensor of token ids, got {got}")
     if src_mask is not None and (
         src_mask.dim() != 3 or src_mask.size(0) != src.size(0) or src_mask.size(-1) != src.size(1)
     ):
@@ -167,10 +168,11 @@ def beam_search(
     _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
     if end_symbol is None:
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
-    if beam_size < 1:
-        raise ValueError(f"`beam_size` must be at least 1, got {beam_size}")
-    if not 0 <= length_penalty <= 10:                                # larger alphas overflow ((5 + t) / 6) ** alpha
-        raise ValueError(f"`length_penalty` must be a number in [0, 10], got {length_penalty}")
+    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+        raise ValueError(f"`beam_size` must be a positive integer, got {beam_size!r}")
+    number = not isinstance(length_penalty, bool) and isinstance(length_penalty, (int, float))
+    if not (number and 0 <= length_penalty <= 10):                   # larger alphas overflow ((5 + t) / 6) ** alpha
+        raise ValueError(f"`length_penalty` must be a number in [0, 10], got {length_penalty!r}")
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
         empty = torch.full((0, 1), start_symbol, dtype=torch.long, device=dev)

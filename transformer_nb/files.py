@@ -20,7 +20,8 @@ def atomic_write(path, write):
     and then renamed over `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never
     half."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)                      # folders `check_save_path` let through
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -49,17 +50,25 @@ def _umask() -> int:
 
 
 def check_save_path(path, name: str = "path") -> Path:
-    """Check, before any work, that a file can be written at `path`: not empty, not a folder, its folder writable
-    (missing folders are created). Returns the path; raises `ValueError` naming `name` otherwise."""
+    """Check, before any work, that a file can be written at `path`: not empty, not a folder, a name the file
+    system takes, and the nearest existing folder writable. Creates nothing, so a refused command leaves no trace
+    (`atomic_write` makes missing folders). Returns the path; raises `ValueError` naming `name` otherwise."""
     if path is None or str(path).strip() == "":
         raise ValueError(f"`{name}` is empty: give a file name such as model.pt")
     folder = str(path).endswith(("/", os.sep))                        # Path() would drop the trailing separator
     path = Path(path).expanduser()
-    if path.is_dir() or folder:
-        raise ValueError(f"{name} {path}: is a folder; give a file name such as {path / 'model.pt'}")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".probe")
+        if path.is_dir() or folder:
+            raise ValueError(f"{name} {path}: is a folder; give a file name such as {path / 'model.pt'}")
+        existing = path.parent
+        while not existing.exists():                                  # missing folders are made when writing
+            existing = existing.parent
+        if not existing.is_dir():
+            raise ValueError(f"{name} {path}: {existing} is a file, not a folder")
+        longest = os.pathconf(existing, "PC_NAME_MAX") if hasattr(os, "pathconf") else 255
+        if any(len(os.fsencode(part)) > longest for part in path.relative_to(existing).parts):
+            raise ValueError(f"{name} {path}: a name in it is longer than this file system allows ({longest} bytes)")
+        fd, probe = tempfile.mkstemp(dir=existing, prefix=".transformer-nb.", suffix=".probe")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:

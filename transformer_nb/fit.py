@@ -140,6 +140,11 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
     if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not (ema == 0 or 0 < ema < 1):
         raise ValueError(f"`ema` must be a decay in (0, 1), or 0 for none; got {ema!r}")
+    if isinstance(accum_iter, bool) or not isinstance(accum_iter, int) or accum_iter < 1:
+        raise ValueError(f"`accum_iter` must be a positive integer, got {accum_iter!r}")
+    for name, f in (("evaluate", evaluate), ("stop", stop), ("on_epoch", on_epoch)):
+        if f is not None and not callable(f):
+            raise TypeError(f"`{name}` must be a function or None, got {f!r}")
     world = world if world is not None else SingleProcess()
     device = next(model.parameters()).device
     precision = resolve_precision(precision, device)                      # a bad value fails before any work
@@ -195,6 +200,8 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
             loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                     train_state=state, progress=progress, precision=precision)
             scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, known to all
+            if not isinstance(scores, dict):
+                raise TypeError(f"`evaluate` must return a dict of numbers, got {type(scores).__name__}")
             record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
             # evaluation included
             record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start

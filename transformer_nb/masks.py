@@ -14,8 +14,8 @@ __all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'k
 # %% ../nbs/01_masks.ipynb #a8665516
 def subsequent_mask(size: int, device=None):
     "Causal keep-mask `(1, size, size)`: query `i` may attend to keys `j <= i`."
-    if size < 0:
-        raise ValueError(f"`size` must be a non-negative length, got {size}")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 100_000:   # 10**6: a terabyte
+        raise ValueError(f"`size` must be a length in [0, 100,000], got {size!r}")
     ones = torch.ones(size, size, dtype=torch.bool, device=device)
     return torch.tril(ones).unsqueeze(0)  # (size, size) -> (1, size, size): the 1 broadcasts over the batch
 
@@ -25,13 +25,15 @@ def padding_mask(tokens, padding_idx: int):
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
         raise ValueError(f"`tokens` must be a (batch, len) tensor of token ids, got {got}")
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
+        raise ValueError(f"`padding_idx` must be the pad token's id, an integer, got {padding_idx!r}")
     return (tokens != padding_idx).unsqueeze(-2)  # (batch, len) -> (batch, 1, len)
 
 # %% ../nbs/01_masks.ipynb #2e219e5c
 def length_mask(lengths, width: int | None = None):
     "Keep-mask `(batch, 1, width)` that is True at positions `j < lengths[b]`."
     lengths = torch.as_tensor(lengths)
-    if lengths.dim() != 1 or lengths.is_floating_point():
+    if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise ValueError(f"`lengths` must be a 1-D integer tensor (one length per sequence), got shape "
                          f"{tuple(lengths.shape)} and dtype {lengths.dtype}")
     longest = int(lengths.max()) if lengths.numel() else 0
@@ -62,6 +64,8 @@ def ignore_to_keep(mask):
 def keep_to_additive(mask, dtype=torch.float32):
     "Boolean keep-mask → additive float mask: 0.0 where attention is allowed, -inf where it is not."
     mask = _check_bool(mask)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"`dtype` must be a floating-point dtype (one that holds -inf), got {dtype!r}")
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 
 
