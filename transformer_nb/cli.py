@@ -17,6 +17,7 @@ from .commands import UsageError, _copy, _summary, _translate
 from .copy_task import CopyConfig
 from .model import make_model_defaults
 from .translation import TranslationConfig
+from .translator import PRETRAINED_TRANSLATOR
 
 # %% auto #0
 __all__ = ['FIELDS', 'ALIASES', 'LOADED', 'RESUMED', 'build_parser', 'main']
@@ -154,6 +155,8 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     _add_run_args(t, "the model and its tokenizer")
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
+    t.add_argument("--pretrained", action="store_true", help="use the translator the package ships (chapter 09's "
+                   "model, trained with the default recipe) instead of training")
     t.add_argument("--test-sentences", type=_positive, default=1000,
                    help="score the first this many test sentences (default: 1000)")
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
@@ -174,13 +177,14 @@ RESUMED = {"epochs", "precision"}                                     # to a loa
 def _refuse_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """With --checkpoint (a trained model) or --resume (a run with its recipe), an option that sets the recipe would be
     ignored: refuse it rather than accept it silently. --resume still takes --epochs and --precision."""
-    flag, allowed = ("--checkpoint", LOADED[args.command]) if args.checkpoint else (
+    flag, allowed = (args.loaded_by, LOADED[args.command]) if args.checkpoint else (
         "--resume", LOADED[args.command] | RESUMED)
     ignored = sorted(args.given - allowed) + (["train_pairs"] if args.checkpoint and getattr(
         args, "train_pairs", None) else [])
     if ignored:
         flags = lambda names: ", ".join("--" + name.replace("_", "-") for name in names)
-        parser.error(f"{flag} uses the recipe saved in {getattr(args, flag[2:])}: {flags(ignored)} would be ignored "
+        saved = args.checkpoint or args.resume
+        parser.error(f"{flag} uses the recipe saved in {saved}: {flags(ignored)} would be ignored "
                      f"(with {flag}, only {flags(sorted(allowed))} {'applies' if len(allowed) == 1 else 'apply'})")
 
 
@@ -190,9 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.given = set(vars(build_parser(defaults=False).parse_args(argv))) & set(FIELDS)   # the options typed
+    if getattr(args, "pretrained", False):
+        if args.checkpoint:
+            parser.error("--pretrained loads the translator the package ships, --checkpoint another: give one of them")
+        args.checkpoint = str(PRETRAINED_TRANSLATOR)
+    args.loaded_by = "--pretrained" if getattr(args, "pretrained", False) else "--checkpoint"
     if getattr(args, "checkpoint", None) and (args.save or args.resume):
         parser.error(
-            "--checkpoint loads a model instead of training one: it cannot be combined with --save or --resume"
+            f"{args.loaded_by} loads a model instead of training one: it cannot be combined with --save or --resume"
         )
     if getattr(args, "checkpoint", None) or getattr(args, "resume", None):
         _refuse_recipe(parser, args)
@@ -203,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:                       # a command line the commands cannot run: name the option
         parser.error(str(e))
     except CheckpointError as e:                  # one line, no usage and no traceback
-        flag = "--resume" if getattr(args, "resume", None) and Path(e.path) == Path(args.resume) else "--checkpoint"
+        flag = "--resume" if getattr(args, "resume", None) and Path(e.path) == Path(args.resume) else args.loaded_by
         parser.exit(2, f"transformer-nb: error: {flag} {e}\n")
     except OSError as e:                          # e.g. the disk filled up while saving
         where = f" ({e.filename})" if e.filename else ""

@@ -87,16 +87,16 @@ def _check_paths(a: argparse.Namespace):
     if a.resume is not None and a.save is None:
         a.save = a.resume                                    # a resumed run keeps saving where it was saved
     if a.save is not None:
+        try:
+            a.save = check_save_path(a.save, "--save")                # first: a name the file system refuses, ...
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         same = a.resume is not None and Path(a.save).resolve() == Path(a.resume).resolve()
         if Path(a.save).is_file() and not same:
             raise UsageError(f"--save {a.save}: the file exists; choose another name, delete it, or continue "
                              f"that run with --resume {a.save}")
         if Path(a.save).exists() and not Path(a.save).is_file() and not Path(a.save).is_dir():
             raise UsageError(f"--save {a.save}: not a regular file (a device or a pipe); give a file name")
-        try:
-            a.save = check_save_path(a.save, "--save")
-        except ValueError as e:
-            raise UsageError(str(e)) from None
 
 
 def _world(a: argparse.Namespace):
@@ -189,7 +189,8 @@ def _translate(a: argparse.Namespace) -> int:
     world = _world(a)
     if a.checkpoint is not None:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
-        print(f"loaded {a.checkpoint}: {len(tokenizer)} tokens, "
+        name = "the translator the package ships" if getattr(a, "pretrained", False) else a.checkpoint
+        print(f"loaded {name}: {len(tokenizer)} tokens, "
               + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
     else:
         config = _config(TranslationConfig, a)
