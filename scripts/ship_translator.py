@@ -13,7 +13,6 @@ import copy
 import sys
 from pathlib import Path
 
-import torch
 
 from transformer_nb.bleu import bleu
 from transformer_nb.data import load_multi30k

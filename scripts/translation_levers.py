@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from transformer_nb.bleu import bleu
+from transformer_nb.checkpoint import read_checkpoint
 from transformer_nb.data import load_multi30k
 from transformer_nb.files import atomic_write
 from transformer_nb.translation import TranslationConfig, train_translation
@@ -33,7 +34,10 @@ def _override(text: str, config: TranslationConfig) -> tuple[str, object]:
     kinds = {f.name: type(getattr(config, f.name)) for f in fields(config)}
     if name not in kinds or not value:
         raise SystemExit(f"{text!r}: expected FIELD=VALUE with a TranslationConfig field ({', '.join(kinds)})")
-    return name, (value.lower() == "true" if kinds[name] is bool else kinds[name](value))
+    try:
+        return name, (value.lower() == "true" if kinds[name] is bool else kinds[name](value))
+    except ValueError:
+        raise SystemExit(f"{text!r}: {name} takes a {kinds[name].__name__}, got {value!r}") from None
 
 
 def main(argv=None):
@@ -46,7 +50,10 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     config = TranslationConfig()
     changes = dict(_override(c, config) for c in args.changes)
-    config = replace(config, **changes)
+    try:
+        config = replace(config, **changes)
+    except (TypeError, ValueError) as e:
+        raise SystemExit(f"the changed recipe: {e}") from None
     train, val = load_multi30k("train", args.data), load_multi30k("val", args.data)
     with_save = RESULTS.parent / f".{args.name}.pt"                      # the last weights sit beside the average
     RESULTS.parent.mkdir(exist_ok=True)
@@ -56,7 +63,7 @@ def main(argv=None):
     minutes = (time.perf_counter() - start) / 60
     latest = copy.deepcopy(model)
     if config.ema:                                                        # else the model is the last weights
-        latest.load_state_dict(torch.load(with_save, weights_only=True)["extra"]["latest"])
+        latest.load_state_dict(read_checkpoint(with_save)["extra"]["latest"])
     with_save.unlink()
     sources, references = [de for de, _ in val], [en for _, en in val]
     score = lambda m, beam, alpha: round(bleu(translate(m, tokenizer, sources, beam, alpha,
