@@ -807,7 +807,7 @@ def test_average_checkpoints_names_a_single_path():
     (dict(accum_iter=0), ValueError, "`accum_iter` must be a positive integer, got 0"),
     (dict(on_epoch=5), TypeError, "`on_epoch` must be a function or None, got 5"),
     (dict(evaluate="bleu"), TypeError, "`evaluate` must be a function or None, got 'bleu'"),
-    (dict(evaluate=lambda m: [1.0]), TypeError, "`evaluate` must return a dict of numbers, got list"),
+    (dict(evaluate=lambda m: [1.0]), TypeError, "`evaluate` must return a dict of numbers (int or float), got [1.0]"),
 ])
 def test_train_names_an_argument_it_cannot_use(kwargs, error, message):
     from transformer_nb.copy_task import copy_batches
@@ -816,3 +816,150 @@ def test_train_names_an_argument_it_cannot_use(kwargs, error, message):
     batches = copy_batches(2, 4, generator=torch.Generator().manual_seed(0))
     with pytest.raises(error, match=re.escape(message)):
         train(list(batches), model, epochs=1, **kwargs)
+
+
+# ---- a third round: the API's remaining silent acceptances and tracebacks ----
+
+def _small():
+    torch.manual_seed(0)
+    return make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0).eval()
+
+
+def _api_cases():
+    from transformer_nb.batch import Batch
+    from transformer_nb.bleu import bleu
+    from transformer_nb.checkpoint import save_checkpoint
+    from transformer_nb.copy_task import CopyConfig, copy_accuracy, train_copy
+    from transformer_nb.data import bucket_batches, encode_pairs
+    from transformer_nb.decoding import beam_search, greedy_decode
+    from transformer_nb.masks import length_mask
+    from transformer_nb.tokenizer import Tokenizer
+    tok = Tokenizer.train(["ein hund läuft", "a dog runs"] * 3, 30)
+    src, tiny = torch.tensor([[1, 5, 6, 2]]), CopyConfig(epochs=1, batches_per_epoch=1)
+    sm, empty = (src != 0).unsqueeze(1), torch.zeros(1, 0, dtype=torch.long)
+    long_ids = lambda *shape: torch.zeros(*shape, dtype=torch.long)
+    return [
+        ("min_frequency 0", lambda: Tokenizer.train(["a b"], 10, min_frequency=0), ValueError, "`min_frequency` must be an integer of at least 1"),
+        ("min_frequency 1.5", lambda: Tokenizer.train(["a b"], 10, min_frequency=1.5), ValueError, "`min_frequency` must be an integer of at least 1"),
+        ("min_frequency '2'", lambda: Tokenizer.train(["a b"], None, min_frequency="2"), ValueError, "got '2'"),
+        ("encode bos='yes'", lambda: tok.encode("a dog", bos="yes"), TypeError, "`bos` and `eos` must be True or False, got bos='yes'"),
+        ("encode bos=5", lambda: tok.encode("a dog", bos=5), TypeError, "got bos=5"),
+        ("encode eos=None", lambda: tok.encode("a dog", eos=None), TypeError, "eos=None"),
+        ("save_checkpoint kind=3", lambda: save_checkpoint("never.pt", _small(), kind=3), ValueError, "`kind` must be a non-empty string"),
+        ("save_checkpoint kind=''", lambda: save_checkpoint("never.pt", _small(), kind=""), ValueError, "got ''"),
+        ("train_copy(dict)", lambda: train_copy({"epochs": 1}), TypeError, "`config` must be a CopyConfig, got dict"),
+        ("held_out list", lambda: train_copy(tiny, held_out=[[1, 2]]), ValueError, "`held_out` must be a (n >= 1, width) tensor of token ids, got list"),
+        ("held_out floats", lambda: train_copy(tiny, held_out=torch.rand(4, 12)), ValueError, "got shape (4, 12), torch.float32"),
+        ("held_out empty", lambda: train_copy(tiny, held_out=long_ids(0, 12)), ValueError, "got shape (0, 12)"),
+        ("copy_accuracy 1-D", lambda: copy_accuracy(_small(), long_ids(12)), ValueError, "`seqs` must be a (n >= 1, width) tensor"),
+        ("encode_pairs None", lambda: encode_pairs([("a", "b")], None), TypeError, "`tokenizer` must be a Tokenizer, got NoneType"),
+        ("encode_pairs str", lambda: encode_pairs([("a", "b")], "tok"), TypeError, "got str"),
+        ("bucket_batches ints", lambda: bucket_batches([1, 2], 100), TypeError, "`examples[0]` must be a (source ids, target ids) pair"),
+        ("bucket_batches text", lambda: bucket_batches([([1, 5, 2], [1, 6, 2]), ("a", "b")], 100), TypeError, "`examples[1]`"),
+        ("bucket_batches empty sides", lambda: bucket_batches([([], [])], 100), TypeError, "a target of at least 2"),
+        ("bucket_batches target of 1", lambda: bucket_batches([([1], [1])], 100), TypeError, "`examples[0]`"),
+        ("bucket_batches int", lambda: bucket_batches(5, 100), TypeError, "`examples` must be a list of (source ids, target ids) pairs, got int"),
+        ("Batch list", lambda: Batch([[1, 2]]), ValueError, "`src` must be a (batch, len) tensor of token ids (torch.long), got list"),
+        ("Batch floats", lambda: Batch(torch.rand(2, 3)), ValueError, "got shape (2, 3) and dtype torch.float32"),
+        ("Batch float target", lambda: Batch(long_ids(2, 3), torch.rand(2, 3)), ValueError, "`tgt` must be a (batch=2, len >= 2) tensor of token ids"),
+        ("greedy no source tokens", lambda: greedy_decode(_small(), empty, None, 5, 1, 2), ValueError, "`src` has no tokens (len_src = 0)"),
+        ("beam no source tokens", lambda: beam_search(_small(), empty, None, 5, 1, 2), ValueError, "`src` has no tokens"),
+        ("greedy start == end", lambda: greedy_decode(_small(), src, sm, 5, 2, 2), ValueError, "`start_symbol` and `end_symbol` must differ, got 2 for both"),
+        ("beam start == end", lambda: beam_search(_small(), src, sm, 5, 2, 2), ValueError, "must differ"),
+        ("greedy use_cache='no'", lambda: greedy_decode(_small(), src, sm, 5, 1, 2, use_cache="no"), TypeError, "`use_cache` must be True or False, got 'no'"),
+        ("beam use_cache=1", lambda: beam_search(_small(), src, sm, 5, 1, 2, use_cache=1), TypeError, "`use_cache` must be True or False, got 1"),
+        ("beam return_scores='x'", lambda: beam_search(_small(), src, sm, 5, 1, 2, return_scores="x"), TypeError, "`return_scores` must be True or False"),
+        ("length_mask strings", lambda: length_mask(["a"]), ValueError, "`lengths` must be one integer length per sequence, got ['a']"),
+        ("length_mask 2-D", lambda: length_mask([[1]]), ValueError, "`lengths` must be a 1-D integer tensor"),
+        ("bleu generator of numbers", lambda: bleu((x for x in [1]), ["a"]), TypeError, "`hypotheses[0]` must be a string, got int"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_api_cases())), ids=[c[0] for c in _api_cases()])
+def test_the_api_names_the_argument_it_cannot_use(case, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _, call, error, message = _api_cases()[case]
+    with pytest.raises(error, match=re.escape(message)):
+        call()
+    assert not list(tmp_path.iterdir())                                 # nothing written
+
+
+def test_what_is_valid_beside_them_still_works():
+    from transformer_nb.bleu import bleu
+    from transformer_nb.masks import length_mask
+    assert round(bleu((s for s in ["a dog runs fast"]), iter(["a dog runs fast"])).score, 6) == 100   # any iterable
+    assert length_mask([]).shape == (0, 1, 0)                           # no sequences: an empty mask
+
+
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory):
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    path = tmp_path_factory.mktemp("run") / "base.pt"
+    train_copy(CopyConfig(epochs=1, batches_per_epoch=2), save=path, progress=False)
+    return torch.load(path, weights_only=True)
+
+
+def _put(*keys_and_value):
+    "A change to a checkpoint dict: the value at the path of keys (the last item is the value)."
+    *keys, value = keys_and_value
+
+    def change(ckpt):
+        target = ckpt
+        for k in keys[:-1]:
+            target = target[k]
+        if value is _put:
+            del target[keys[-1]]
+        else:
+            target[keys[-1]] = value
+    return change
+
+
+TAMPERED = [
+    ("optimizer a string", _put("optimizer", "abc"), "its optimizer state does not fit this run (the state has other entries)"),
+    ("optimizer lr a string", _put("optimizer", "param_groups", 0, "lr", "x"), "['param_groups'][0]['lr'] is 'x'"),
+    ("optimizer betas a string", _put("optimizer", "param_groups", 0, "betas", "x"), "['betas'] is not a list of 2"),
+    ("optimizer moment of another shape", _put("optimizer", "state", 0, "exp_avg", torch.zeros(3)), "parameter 0's exp_avg has shape (3,), not (32, 32)"),
+    ("optimizer step a string", _put("optimizer", "state", 0, "step", "x"), "its optimizer state does not fit this run"),
+    ("scheduler a list", _put("scheduler", [1]), "its scheduler state does not fit this run"),
+    ("scheduler at step -100", _put("scheduler", "last_epoch", -100), "its scheduler stands at step -100, its train_state at 2"),
+    ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), "['base_lrs'] is not a list of 1"),
+    ("history empty", _put("extra", "history", []), "its history (0 epochs, to step 0) and its train_state (step 2) disagree"),
+    ("history loss a string", _put("extra", "history", 0, "loss", "x"), "epoch 1 of its history has no number for 'loss'"),
+    ("history seconds None", _put("extra", "history", 0, "seconds", None), "has no number for 'seconds'"),
+    ("history without seconds", _put("extra", "history", 0, "seconds", _put), "has no number for 'seconds'"),
+    ("history accuracy a string", _put("extra", "history", 0, "accuracy", "x"), "has no number for 'accuracy'"),
+    ("train_state ahead of history", _put("train_state", "accum_step", 999), "and its train_state (step 999) disagree"),
+    ("recipe d_model not the model's", _put("extra", "config", "d_model", 64), "its model is not the one its recipe builds: d_model=32 (its recipe: 64)"),
+    ("recipe vocab not the model's", _put("extra", "config", "vocab", 20), "src_vocab=11 (its recipe: 20)"),
+    ("model padding_idx changed", _put("config", "padding_idx", 5), "padding_idx=5 (its recipe: 0)"),
+    ("model tie_weights flipped", _put("config", "tie_weights", True), "tie_weights=True (its recipe: False)"),
+]
+
+
+@pytest.mark.parametrize("change, message", [c[1:] for c in TAMPERED], ids=[c[0] for c in TAMPERED])
+def test_a_tampered_run_is_refused_in_one_line_before_training(tmp_path, copy_run, change, message):
+    import copy
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    ckpt = copy.deepcopy(copy_run)
+    change(ckpt)
+    torch.save(ckpt, tmp_path / "run.pt")
+    before = (tmp_path / "run.pt").read_bytes()
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        train_copy(CopyConfig(epochs=2, batches_per_epoch=2), resume=tmp_path / "run.pt", progress=False)
+    assert (tmp_path / "run.pt").read_bytes() == before
+
+
+def test_the_untampered_run_resumes(tmp_path, copy_run):
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    torch.save(copy_run, tmp_path / "run.pt")
+    _, history = train_copy(CopyConfig(epochs=2, batches_per_epoch=2), resume=tmp_path / "run.pt", progress=False)
+    assert [r["epoch"] for r in history] == [1, 2]
+
+
+def test_train_refuses_scores_that_are_not_numbers():
+    from transformer_nb.copy_task import CopyConfig, epoch_batches
+    from transformer_nb.fit import train
+    with pytest.raises(TypeError, match=re.escape("`evaluate` must return a dict of numbers (int or float), got {'bleu': '30'}")):
+        train(lambda e: epoch_batches(CopyConfig(batches_per_epoch=1), e), _small(), epochs=1, progress=False,
+              evaluate=lambda m: {"bleu": "30"})

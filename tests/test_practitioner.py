@@ -296,7 +296,7 @@ def test_train_resumes_only_a_whole_run(tmp_path):
 def test_a_checkpoint_loads_only_into_the_model_it_describes(tmp_path):
     "Loading into a model of another configuration is one line that names the differing settings."
     from transformer_nb.checkpoint import CheckpointError
-    from transformer_nb.fit import load_checkpoint
+    from transformer_nb.resume import load_checkpoint
     save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
     with pytest.raises(CheckpointError, match=r"a model built with d_ff=32, h=2, which this model is not"):
         load_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=64, h=4, padding_idx=0))

@@ -132,6 +132,38 @@ def test_fixed_seed_reproduces_training_losses():
     assert other != first
 
 
+def test_adam_for_each_tensor_at_once_changes_no_bit():
+    "The optimizers use Adam's `foreach` form for speed; it must train exactly what the per-tensor loop trains."
+    from transformer_nb.copy_task import epoch_batches
+    from transformer_nb.fit import train
+    from transformer_nb.schedule import noam_optimizer, linear_decay_optimizer
+    config = CopyConfig()
+    batches = lambda epoch: epoch_batches(config, epoch)[:20]
+    for make in (lambda m: noam_optimizer(m, 1.0, 10), lambda m: linear_decay_optimizer(m, 1e-2, 5, 40)):
+        weights = []
+        for foreach in (True, False):
+            model = small_model(0)
+            optimizer, scheduler = make(model)
+            assert optimizer.defaults["foreach"] is True
+            optimizer.param_groups[0]["foreach"] = foreach
+            train(batches, model, optimizer=optimizer, scheduler=scheduler, epochs=2, progress=False)
+            weights.append([p.detach().clone() for p in model.parameters()])
+        assert all(torch.equal(a, b) for a, b in zip(*weights))
+
+
+def test_token_ids_are_checked_once_per_tensor(monkeypatch):
+    "Each id tensor is checked once, where it enters the model (a check costs the host a look at the ids)."
+    import sys
+    embedding = sys.modules["transformer_nb.embedding"]
+    names, check = [], embedding.check_tokens
+    monkeypatch.setattr(embedding, "check_tokens", lambda x, vocab, name="x": (names.append(name), check(x, vocab, name)))
+    model = small_model(0)
+    src, tgt = torch.randint(1, V, (2, 6)), torch.randint(1, V, (2, 5))
+    with torch.no_grad():
+        model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
+    assert names == ["src", "tgt"]
+
+
 # ---- bad input: each error names the argument and what was expected ----
 
 @pytest.fixture(scope="module")

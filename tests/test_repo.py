@@ -100,7 +100,7 @@ LAYERS = [
     ("the model", ["embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
     ("inference", ["decoding"]),
-    ("files and checkpoints", ["files", "checkpoint", "recipe"]),
+    ("files and checkpoints", ["files", "checkpoint", "recipe", "resume"]),
     ("text and data", ["tokenizer", "data", "bleu"]),
     ("a trained translator", ["translator", "web"]),
     ("the fit loop", ["fit"]),

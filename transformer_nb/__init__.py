@@ -12,7 +12,8 @@ from .schedule import rate, noam_optimizer
 from .loss import LabelSmoothing, SimpleLossCompute
 from .epoch import TrainState, run_epoch
 from .checkpoint import save_checkpoint, model_from_checkpoint, read_checkpoint, CheckpointError, average_checkpoints
-from .fit import train, load_checkpoint
+from .fit import train
+from .resume import load_checkpoint
 from .decoding import greedy_decode, beam_search
 from .interop import from_torch, to_torch, model_from_torch
 from .distributed import World, world_from_env

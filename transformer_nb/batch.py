@@ -16,13 +16,13 @@ class Batch:
     """A batch of token ids with masks; `tgt` `(batch, len)` becomes decoder input `tgt` and labels `tgt_y`, each
     `(batch, len - 1)`."""
     def __init__(self, src, tgt=None, padding_idx: int = 0):
-        if src.dim() != 2:
-            raise ValueError(f"`src` must be a (batch, len) tensor of token ids, got shape {tuple(src.shape)}")
+        _check_ids(src, "src", "(batch, len)")
         self.src, self.padding_idx = src, padding_idx
         self.nsamples = src.size(0)                                  # sentences in the batch
         self.src_mask = padding_mask(src, padding_idx)               # (batch, 1, len_src)
         if tgt is not None:
-            if tgt.dim() != 2 or tgt.size(0) != src.size(0) or tgt.size(1) < 2:
+            _check_ids(tgt, "tgt", f"(batch={src.size(0)}, len >= 2)")
+            if tgt.size(0) != src.size(0) or tgt.size(1) < 2:
                 raise ValueError(
                     f"`tgt` must be (batch={src.size(0)}, len >= 2) token ids, got shape {tuple(tgt.shape)}"
                 )
@@ -37,3 +37,10 @@ class Batch:
             if isinstance(value, torch.Tensor):
                 setattr(self, name, value.to(device))
         return self
+
+
+def _check_ids(x, name: str, shape: str):
+    "Raise a clear error unless `x` is a 2-D tensor of integer token ids."
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.dtype not in (torch.long, torch.int32):
+        got = f"shape {tuple(x.shape)} and dtype {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"`{name}` must be a {shape} tensor of token ids (torch.long), got {got}")

@@ -17,6 +17,8 @@ def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bo
     for name, texts in (("hypotheses", hypotheses), ("references", references)):
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"`{name}` must be a list of sentences, got a single string: wrap it in a list")
+    hypotheses, references = list(hypotheses), list(references)      # any iterable of sentences, read once
+    for name, texts in (("hypotheses", hypotheses), ("references", references)):
         bad = next((n for n, s in enumerate(texts) if not isinstance(s, str)), None)
         if bad is not None:
             raise TypeError(f"`{name}[{bad}]` must be a string, got {type(texts[bad]).__name__}: {texts[bad]!r:.60}")

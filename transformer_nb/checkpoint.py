@@ -27,6 +27,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
     file is replaced only with `overwrite=True`."""
     if not isinstance(overwrite, bool):
         raise TypeError(f"`overwrite` must be True or False, got {overwrite!r}")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError(f"`kind` must be a non-empty string saying what the model is for, e.g. 'copy', got {kind!r}")
     if not overwrite and Path(path).exists():
         raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     if not hasattr(model, "config"):

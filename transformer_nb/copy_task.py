@@ -12,7 +12,7 @@ import torch
 from .model import make_model, make_model_defaults, check_config
 from .batch import Batch
 from .checkpoint import model_from_checkpoint
-from .recipe import check_recipe, saved_recipe
+from .recipe import check_recipe, saved_recipe, check_saved_model
 from .fit import train
 from .schedule import noam_optimizer
 from .decoding import greedy_decode
@@ -74,6 +74,7 @@ def held_out_set(n: int = 1000, vocab: int = 11, min_symbols: int = 1, max_symbo
 # %% ../nbs/07_copy_task.ipynb #f6946af9
 def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
     "Fraction of `seqs` `(n, width)` that greedy decoding copies exactly (through `EOS`, padding after it)."
+    _check_sequences(seqs, "seqs")
     correct = 0
     for chunk in seqs.split(batch_size):
         chunk = chunk.to(next(model.parameters()).device)
@@ -82,6 +83,12 @@ def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
         out = torch.nn.functional.pad(out, (0, chunk.size(1) - out.size(1)), value=PAD)  # (n, width)
         correct += (out == chunk).all(dim=1).sum().item()
     return correct / len(seqs)
+
+
+def _check_sequences(seqs, name: str):
+    if not isinstance(seqs, torch.Tensor) or seqs.dim() != 2 or seqs.size(0) == 0 or seqs.is_floating_point():
+        got = f"shape {tuple(seqs.shape)}, {seqs.dtype}" if isinstance(seqs, torch.Tensor) else type(seqs).__name__
+        raise ValueError(f"`{name}` must be a (n >= 1, width) tensor of token ids, got {got}")
 
 # %% ../nbs/07_copy_task.ipynb #b9a35a8e
 @dataclass
@@ -119,6 +126,12 @@ class CopyConfig:
                       **{name: getattr(self, name) for name in ("N", "d_model", "d_ff", "h", "dropout", "pre_norm")}})
 
 
+def _model_args(config: CopyConfig) -> dict:
+    "The `make_model` arguments of the recipe's model."
+    return dict(src_vocab=config.vocab, tgt_vocab=config.vocab, N=config.N, d_model=config.d_model, d_ff=config.d_ff,
+                h=config.h, dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=PAD)
+
+
 def epoch_batches(config: CopyConfig, epoch: int) -> list:
     "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
     g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
@@ -133,17 +146,20 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
     `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
     (chapter 10)."""
+    if not isinstance(config, CopyConfig):
+        raise TypeError(f"`config` must be a CopyConfig, got {type(config).__name__}")
     if resume is not None:
         config = saved_recipe(resume, CopyConfig, "copy", epochs=config.epochs, device=config.device,
                               precision=config.precision)
         model = model_from_checkpoint(resume, config.device, kind="copy")
+        check_saved_model(resume, model.config, _model_args(config))
     else:
         torch.manual_seed(config.seed)
-        model = make_model(config.vocab, config.vocab, N=config.N, d_model=config.d_model, d_ff=config.d_ff,
-                           h=config.h, dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=PAD)
+        model = make_model(**_model_args(config))
     model.to(config.device)
     if held_out is None:
         held_out = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
+    _check_sequences(held_out, "held_out")
     optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
     history = train(lambda epoch: epoch_batches(config, epoch), model, optimizer=optimizer, scheduler=scheduler,
                     epochs=config.epochs, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,

@@ -96,6 +96,8 @@ def encode_pairs(pairs, tokenizer: Tokenizer, drop_longer_than: int | None = Non
     """Token ids of each `(source, target)` pair, between `<s>` and `</s>`; a pair with a side longer than
     `drop_longer_than` tokens is dropped."""
     check_pairs(pairs, "pairs")
+    if not isinstance(tokenizer, Tokenizer):
+        raise TypeError(f"`tokenizer` must be a Tokenizer, got {type(tokenizer).__name__}")
     longest = drop_longer_than
     if longest is not None and (isinstance(longest, bool) or not isinstance(longest, int) or longest < 3):
         raise ValueError(f"`drop_longer_than` must be None or an integer of at least 3 (<s>, a token, </s>), "
@@ -132,6 +134,7 @@ def bucket_batches(
         raise ValueError(f"`max_tokens` must be a positive integer, got {max_tokens!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"`seed` must be an integer, got {seed!r}")
+    _check_examples(examples)
     rng = random.Random(seed)
     noise = [rng.random() if shuffle else 0.0 for _ in examples]
     order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1]), noise[i]))
@@ -149,3 +152,14 @@ def bucket_batches(
         rng.shuffle(groups)
     pad = lambda seqs: _pad(seqs, padding_idx)
     return [Batch(pad([examples[i][0] for i in g]), pad([examples[i][1] for i in g]), padding_idx) for g in groups]
+
+
+def _check_examples(examples):
+    "Raise a clear error, naming the first bad one, unless `examples` are id-list pairs as `encode_pairs` makes them."
+    if isinstance(examples, (str, bytes, dict)) or not hasattr(examples, "__len__"):
+        raise TypeError(f"`examples` must be a list of (source ids, target ids) pairs, got {type(examples).__name__}")
+    ids = lambda s, least: isinstance(s, (list, tuple)) and len(s) >= least and all(type(i) is int for i in s)
+    for n, pair in enumerate(examples):
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and ids(pair[0], 1) and ids(pair[1], 2)):
+            raise TypeError(f"`examples[{n}]` must be a (source ids, target ids) pair of integer lists, a source of "
+                            f"at least 1 id and a target of at least 2 (<s> ... </s>), got {pair!r:.80}")

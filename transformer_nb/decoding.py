@@ -26,7 +26,8 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
     """Greedy decoding: `(batch, <= max_length)` tokens starting with `start_symbol`; finished rows are filled with
     `padding_idx` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_length = _check_decode_args(model, src, src_mask, max_length)
-    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
+    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
+                   use_cache=use_cache)
     fill = padding_idx if padding_idx is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
@@ -84,6 +85,8 @@ def _check_decode_args(model, src, src_mask, max_length) -> int:
     if not isinstance(src, torch.Tensor) or src.dim() != 2:
         got = f"shape {tuple(src.shape)}" if isinstance(src, torch.Tensor) else type(src).__name__
         raise ValueError(f"`src` must be a (batch, len_src) tensor of token ids, got {got}")
+    if src.size(1) == 0 and src.size(0) > 0:
+        raise ValueError("`src` has no tokens (len_src = 0): there is nothing to decode from")
     if src_mask is not None and (
         src_mask.dim() != 3 or src_mask.size(0) != src.size(0) or src_mask.size(-1) != src.size(1)
     ):
@@ -104,14 +107,21 @@ def _check_decode_args(model, src, src_mask, max_length) -> int:
 
 
 def _check_symbols(model, **symbols):
-    "Token ids the decoder writes must be ids of the target vocabulary (when the model says how large it is)."
+    """Token ids the decoder writes must be ids of the target vocabulary (when the model says how large it is), and
+    its switches (`use_cache`, `return_scores`) True or False."""
     proj = getattr(getattr(model, "generator", None), "proj", None)
     vocab = getattr(proj, "out_features", None)
     for name, value in symbols.items():
         if value is None and name != "start_symbol":
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (vocab and value >= vocab):
+        if name in ("use_cache", "return_scores"):
+            if not isinstance(value, bool):
+                raise TypeError(f"`{name}` must be True or False, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 0 or (vocab and value >= vocab):
             raise ValueError(f"`{name}` must be a token id in [0, {vocab or 'vocabulary size'}), got {value!r}")
+    if symbols.get("end_symbol") is not None and symbols["end_symbol"] == symbols["start_symbol"]:
+        raise ValueError(f"`start_symbol` and `end_symbol` must differ, got {symbols['start_symbol']} for both: "
+                         "every output would end before it starts")
 
 
 # %% ../nbs/06_decoding.ipynb #cce68e7d
@@ -165,7 +175,8 @@ def beam_search(
     `padding_idx` or `end_symbol`), and with `return_scores` also its length-normalized log-probability `(batch,)`.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     max_length = _check_decode_args(model, src, src_mask, max_length)
-    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx)
+    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
+                   use_cache=use_cache, return_scores=return_scores)
     if end_symbol is None:
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:

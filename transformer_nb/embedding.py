@@ -17,15 +17,15 @@ __all__ = ['Embeddings', 'check_tokens', 'sinusoidal_encoding', 'check_activatio
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
     "Token embedding scaled by √d_model: ids `(batch, len)` → vectors `(batch, len, d_model)`."
-    def __init__(self, d_model: int, vocab: int, padding_idx: int | None = None):
+    def __init__(self, d_model: int, vocab: int, padding_idx: int | None = None, name: str = "x"):
         super().__init__()
         if d_model < 1 or vocab < 1:
             raise ValueError(f"`d_model` and `vocab` must be positive, got d_model={d_model}, vocab={vocab}")
         self.lut = nn.Embedding(vocab, d_model, padding_idx=padding_idx)  # lut = look-up table
-        self.d_model, self.vocab = d_model, vocab
+        self.d_model, self.vocab, self.name = d_model, vocab, name   # name: what an error calls the ids
 
     def forward(self, x):
-        check_tokens(x, self.vocab)
+        check_tokens(x, self.vocab, self.name)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, len) -> (batch, len, d_model)
 
 # %% ../nbs/00_embedding.ipynb #84d403ab

@@ -13,75 +13,14 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
 from .epoch import TrainState, run_epoch
+from .resume import load_checkpoint
 from .files import check_save_path
 from .loss import LabelSmoothing, SimpleLossCompute
 from .precision import resolve_precision
 from .schedule import noam_optimizer
 
 # %% auto #0
-__all__ = ['load_checkpoint', 'SingleProcess', 'train']
-
-# %% ../nbs/12_fit.ipynb #c725a1a1
-#| code-fold: true
-#| code-summary: Show the code (restoring a run from a checkpoint)
-def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="cpu",
-                    restore_rng: bool = False, resume: bool = False) -> tuple[TrainState, dict]:
-    """Load weights into `model`, and state into `optimizer`/`scheduler` when given.
-    Returns the saved `TrainState` and the `extra` data saved with it. `resume`: the file must hold a whole run
-    (as `train(save=...)` writes it): the optimizer's and scheduler's states when those are given, and a history."""
-    ckpt = read_checkpoint(path, map_location)
-    if resume:
-        _check_run(path, ckpt, optimizer, scheduler)
-    mine = getattr(model, "config", None)
-    if mine is not None and mine != ckpt["config"]:
-        diff = ", ".join(f"{k}={ckpt['config'].get(k)!r}" for k in sorted(set(mine) | set(ckpt["config"]))
-                         if mine.get(k) != ckpt["config"].get(k))
-        raise CheckpointError(path, f"a model built with {diff}, which this model is not", ours=True)
-    model.load_state_dict(ckpt["model"])
-    for name, target in (("optimizer", optimizer), ("scheduler", scheduler)):
-        if target is not None and ckpt.get(name) is not None:
-            try:
-                target.load_state_dict(ckpt[name])
-            except (KeyError, ValueError, TypeError, RuntimeError) as e:       # a state made for another model
-                raise CheckpointError(path, f"its {name} state does not fit ({type(e).__name__}: {e})"[:200]) from None
-    if restore_rng:
-        state = ckpt.get("rng_state")
-        if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8):
-            raise CheckpointError(path, "it holds no random-number state to resume from", ours=True)
-        try:
-            _restore_rng(ckpt)
-        except RuntimeError as e:                                          # a state of the wrong size
-            raise CheckpointError(path, f"a malformed random-number state ({str(e)[:80]})") from None
-    try:
-        state = TrainState(**ckpt["train_state"]) if ckpt.get("train_state") else TrainState()
-    except TypeError as e:
-        raise CheckpointError(path, f"a malformed train_state ({e})") from None
-    counts = {k: v for k, v in vars(state).items() if k != "history"}    # steps, samples, tokens
-    if not all(type(v) is int and v >= 0 for v in counts.values()) or not isinstance(state.history, list):
-        raise CheckpointError(path, f"a malformed train_state ({counts!r:.80})")
-    return state, ckpt.get("extra") or {}
-
-
-def _check_run(path, ckpt, optimizer, scheduler):
-    "Refuse, in one line, a checkpoint that holds a model but not the run `train(resume=...)` would continue."
-    missing = [name for name, target in (("optimizer", optimizer), ("scheduler", scheduler))
-               if target is not None and ckpt.get(name) is None]
-    history = (ckpt.get("extra") or {}).get("history")
-    if not isinstance(history, list) or [r.get("epoch") if isinstance(r, dict) else None for r in history] != list(
-            range(1, len(history) + 1)):
-        missing.append("history (one record per epoch)")
-    if missing:
-        raise CheckpointError(path, f"it holds a model but not a training run to resume (no {', '.join(missing)}): "
-                              "resume files written by train(save=...)", ours=True)
-
-
-def _restore_rng(ckpt):
-    "The random states saved with the checkpoint; they live on the CPU whatever `map_location` moved the rest to."
-    torch.set_rng_state(ckpt["rng_state"].cpu())
-    cuda = ckpt.get("cuda_rng_state")
-    if cuda and torch.cuda.is_available():
-        for i, state in enumerate(cuda[:torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(state.cpu(), i)
+__all__ = ['SingleProcess', 'train']
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
 def _mark(path: Path):
@@ -200,8 +139,9 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
             loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                     train_state=state, progress=progress, precision=precision)
             scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, known to all
-            if not isinstance(scores, dict):
-                raise TypeError(f"`evaluate` must return a dict of numbers, got {type(scores).__name__}")
+            if not isinstance(scores, dict) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
+                raise TypeError(f"`evaluate` must return a dict of numbers (int or float), got {scores!r:.80}")
             record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
             # evaluation included
             record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start

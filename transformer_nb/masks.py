@@ -32,7 +32,12 @@ def padding_mask(tokens, padding_idx: int):
 # %% ../nbs/01_masks.ipynb #2e219e5c
 def length_mask(lengths, width: int | None = None):
     "Keep-mask `(batch, 1, width)` that is True at positions `j < lengths[b]`."
-    lengths = torch.as_tensor(lengths)
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (TypeError, ValueError, RuntimeError):
+        raise ValueError(f"`lengths` must be one integer length per sequence, got {lengths!r:.60}") from None
+    if lengths.numel() == 0:
+        lengths = lengths.long()                                   # no sequences (`[]` reads as floats)
     if lengths.dim() != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
         raise ValueError(f"`lengths` must be a 1-D integer tensor (one length per sequence), got shape "
                          f"{tuple(lengths.shape)} and dtype {lengths.dtype}")

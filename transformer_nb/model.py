@@ -11,7 +11,7 @@ import inspect
 import torch
 from torch import nn
 
-from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding, check_tokens
+from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding
 from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
@@ -32,17 +32,17 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src, src_mask):
         "`src` `(batch, len_src)` ids, `src_mask` `(batch, 1, len_src)` → memory `(batch, len_src, d_model)`."
-        check_tokens(src, _vocab(self.src_embed), "src")
+        x = self.src_embed(src)                             # checks the ids once (make_model names them "src")
         check_mask(src_mask, (src.size(0), 1, src.size(-1)), "src_mask")
-        return self.encoder(self.src_embed(src), src_mask)
+        return self.encoder(x, src_mask)
 
     def decode(self, memory, src_mask, tgt, tgt_mask, cache: list | None = None, start: int = 0):
         """`tgt` `(batch, len_tgt)` ids, `tgt_mask` `(batch, len_tgt, len_tgt)` → `(batch, len_tgt, d_model)`.
         For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and
         `cache` the decoder's `KVCache` objects."""
-        check_tokens(tgt, _vocab(self.tgt_embed), "tgt")
+        x = self.embed_tgt(tgt, start)
         check_mask(tgt_mask, (tgt.size(0), tgt.size(-1), tgt.size(-1)), "tgt_mask")
-        return self.decoder(self.embed_tgt(tgt, start), memory, src_mask, tgt_mask, cache)
+        return self.decoder(x, memory, src_mask, tgt_mask, cache)
 
     def embed_tgt(self, tgt, start: int = 0):
         "Target embedding plus the positional encoding of positions `start, start+1, ...`."
@@ -58,11 +58,6 @@ class EncoderDecoder(nn.Module):
             raise ValueError(f"`src` and `tgt` must be (batch, len) token tensors with the same batch size, "
                              f"got shapes {tuple(src.shape)} and {tuple(tgt.shape)}")
         return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
-
-
-def _vocab(embed: nn.Module) -> int:
-    "The vocabulary size of the `Embeddings` inside `embed`."
-    return next(m.vocab for m in embed.modules() if isinstance(m, Embeddings))
 
 
 class Generator(nn.Module):
@@ -97,8 +92,8 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     ff = PositionwiseFeedForward(d_model, d_ff, dropout if ff_dropout is None else ff_dropout, bias)
     Position = LearnedPositionalEncoding if learned_pos else PositionalEncoding
     position = Position(d_model, dropout, max_positions)
-    src_emb = Embeddings(d_model, src_vocab, padding_idx)
-    tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx)          # sized by the *target* vocabulary
+    src_emb = Embeddings(d_model, src_vocab, padding_idx, name="src")
+    tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx, name="tgt")   # sized by the *target* vocabulary
     model = EncoderDecoder(
         Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),
         Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),

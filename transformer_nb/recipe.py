@@ -11,10 +11,11 @@ from dataclasses import fields
 import torch
 
 from .checkpoint import read_checkpoint, CheckpointError
+from .model import make_model_defaults
 from .precision import resolve_precision
 
 # %% auto #0
-__all__ = ['check_recipe', 'saved_recipe']
+__all__ = ['check_recipe', 'saved_recipe', 'check_saved_model']
 
 # %% ../nbs/12_fit.ipynb #e5f6a7b8
 #| code-fold: true
@@ -64,3 +65,13 @@ def saved_recipe(path, recipe, kind: str, **changes):
         if set(changes) & set(str(e).split("`")[1::2]):
             raise                                                         # the caller's change, not the file, is wrong
         raise CheckpointError(path, f"its recipe cannot be used: {e}", ours=True) from None
+
+
+def check_saved_model(path, config: dict, expected: dict):
+    """Refuse, naming the fields, a checkpoint whose model `config` is not the model its recipe builds (`expected`:
+    the `make_model` arguments the recipe gives; the others are `make_model`'s defaults): a tampered file would
+    otherwise train another model than its recipe says."""
+    expected = {**make_model_defaults(), **expected}
+    diff = [f"{k}={config.get(k)!r} (its recipe: {v!r})" for k, v in expected.items() if config.get(k) != v]
+    if diff:
+        raise CheckpointError(path, f"its model is not the one its recipe builds: {', '.join(diff)}", ours=True)

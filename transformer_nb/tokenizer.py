@@ -113,6 +113,9 @@ class Tokenizer:
         alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
         if not alphabet:
             raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
+        if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
+            raise ValueError(f"`min_frequency` must be an integer of at least 1 (the fewest times a pair is seen "
+                             f"to be merged), got {min_frequency!r}")
         if vocab_size is None:
             return cls(alphabet, [])
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
@@ -149,6 +152,8 @@ class Tokenizer:
         "Token ids of `text` (characters never seen in training become `<unk>`), optionally between `<s>` and `</s>`."
         if not isinstance(text, str):
             raise TypeError(f"`text` must be a string, got {type(text).__name__}")
+        if not isinstance(bos, bool) or not isinstance(eos, bool):
+            raise TypeError(f"`bos` and `eos` must be True or False, got bos={bos!r}, eos={eos!r}")
         ids = [self.ids.get(p, self.unk) for p in self.pieces(text)]
         return [self.bos] * bos + ids + [self.eos] * eos
 

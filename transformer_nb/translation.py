@@ -18,7 +18,7 @@ from .epoch import run_epoch
 from .fit import train
 from .loss import LabelSmoothing, SimpleLossCompute
 from .model import make_model, make_model_defaults, check_config
-from .recipe import check_recipe, saved_recipe
+from .recipe import check_recipe, saved_recipe, check_saved_model
 from .schedule import noam_optimizer, linear_decay_optimizer
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
@@ -91,6 +91,7 @@ def train_translation(
             raise ValueError(f"`epochs`: the run in {resume} decays its learning rate to zero at the end of epoch "
                              f"{saved.epochs}; resume it with epochs={saved.epochs}")
         model, tokenizer, _ = load_translator(resume, config.device)
+        check_saved_model(resume, model.config, _model_args(config, tokenizer))
     else:
         model, tokenizer = _new_model(config, train_pairs, tokenizer)
     model.to(config.device)
@@ -137,11 +138,15 @@ def _new_model(config: TranslationConfig, train_pairs, tokenizer):
     torch.manual_seed(config.seed)
     if tokenizer is None:
         tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
+    return make_model(**_model_args(config, tokenizer)), tokenizer
+
+
+def _model_args(config: TranslationConfig, tokenizer) -> dict:
+    "The `make_model` arguments of the recipe's model, one vocabulary of `tokenizer`'s size shared by both sides."
     V = len(tokenizer)
-    model = make_model(V, V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h, dropout=config.dropout,
-                       attn_dropout=config.attn_dropout, ff_dropout=config.ff_dropout, pre_norm=config.pre_norm,
-                       padding_idx=tokenizer.pad, tie_weights=True, share_embeddings=True)
-    return model, tokenizer
+    return dict(src_vocab=V, tgt_vocab=V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h,
+                dropout=config.dropout, attn_dropout=config.attn_dropout, ff_dropout=config.ff_dropout,
+                pre_norm=config.pre_norm, padding_idx=tokenizer.pad, tie_weights=True, share_embeddings=True)
 
 
 def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationConfig:
