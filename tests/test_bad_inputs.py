@@ -963,3 +963,12 @@ def test_train_refuses_scores_that_are_not_numbers():
     with pytest.raises(TypeError, match=re.escape("`evaluate` must return a dict of numbers (int or float), got {'bleu': '30'}")):
         train(lambda e: epoch_batches(CopyConfig(batches_per_epoch=1), e), _small(), epochs=1, progress=False,
               evaluate=lambda m: {"bleu": "30"})
+
+
+def test_a_copy_recipe_with_nothing_to_draw_is_refused_not_a_hang():
+    "With 1 content symbol and at most 3 of them, every sequence is reserved: training has nothing to draw."
+    from transformer_nb.copy_task import CopyConfig, train_copy, copy_sequences
+    with pytest.raises(ValueError, match=re.escape("vocab=4, min_symbols=1, max_symbols=3: 1,000 rounds found fewer "
+                                                   "than 64 unreserved sequences")):
+        train_copy(CopyConfig(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1), progress=False)
+    assert len(copy_sequences(5, vocab=4, max_symbols=3, reserved_only=True)) == 5     # the reserved ones exist

@@ -35,8 +35,13 @@ def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: i
             f"need vocab >= 4 and 1 <= min_symbols <= max_symbols, got vocab={vocab}, min_symbols={min_symbols}, "
             f"max_symbols={max_symbols}"
         )
-    out = []
+    out, rounds = [], 0
     while sum(len(s) for s in out) < n:                                 # rejection sampling
+        if rounds == 1000:                                              # a recipe with (almost) nothing to draw
+            raise ValueError(f"vocab={vocab}, min_symbols={min_symbols}, max_symbols={max_symbols}: 1,000 rounds "
+                             f"found fewer than {n} {'un' * (reserved_only is False)}reserved sequences; allow "
+                             "more symbols or longer sequences")
+        rounds += 1
         lengths = torch.randint(min_symbols, max_symbols + 1, (n,), generator=generator)        # (n,)
         body = torch.randint(3, vocab, (n, max_symbols), generator=generator)                # (n, max_symbols)
         seq = torch.full((n, max_symbols + 2), PAD, dtype=torch.long)
@@ -86,7 +91,7 @@ def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:
 
 
 def _check_sequences(seqs, name: str):
-    if not isinstance(seqs, torch.Tensor) or seqs.dim() != 2 or seqs.size(0) == 0 or seqs.is_floating_point():
+    if not isinstance(seqs, torch.Tensor) or seqs.dim() != 2 or seqs.size(0) == 0 or seqs.dtype != torch.long:
         got = f"shape {tuple(seqs.shape)}, {seqs.dtype}" if isinstance(seqs, torch.Tensor) else type(seqs).__name__
         raise ValueError(f"`{name}` must be a (n >= 1, width) tensor of token ids, got {got}")
 
