@@ -6,8 +6,10 @@ equal configuration and precision, measured alternately in one run.
     python bench/train_step.py --precision bf16    # both under autocast to bfloat16
     python bench/train_step.py --rounds 10 --pre-norm
     python bench/train_step.py --precision bf16 --paper-dropout   # ours with dropout only where the paper has it
+    python bench/train_step.py --every-position    # and ours with the generator at every position, padding included
 """
 import argparse
+import copy
 import statistics
 import time
 
@@ -42,6 +44,13 @@ def ours_step(model, loss_compute, b):
     "This project's way: the model's output through its generator and the closed-form LabelSmoothing."
     _, loss = loss_compute(model(b.src, b.tgt, b.src_mask, b.tgt_mask), b.tgt_y, b.ntokens)
     return loss
+
+
+def every_position_step(model, loss_compute, b):
+    "This project's model and loss, but the generator applied at every position, as before padding was left out."
+    x = model(b.src, b.tgt, b.src_mask, b.tgt_mask)
+    log_probs = loss_compute.generator(x.reshape(-1, x.size(-1)))     # (batch*len, vocab), padding included
+    return loss_compute.criterion(log_probs, b.tgt_y.reshape(-1)) / b.ntokens
 
 
 def torch_step(model, loss_fn, b):
@@ -91,6 +100,8 @@ def main():
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     p.add_argument("--paper-dropout", action="store_true", help="ours without dropout on attention weights and inside "
                    "the feed-forward layer, as in the paper (nn.Transformer keeps both: not an equal comparison)")
+    p.add_argument("--every-position", action="store_true", help="add this project's model with the generator applied at "
+                   "every position (padding included), to measure what leaving padding out saves")
     p.add_argument("--steps", type=int, default=5, help="steps per measurement")
     p.add_argument("--rounds", type=int, default=5, help="alternating measurements of each model")
     a = p.parse_args()
@@ -106,6 +117,10 @@ def main():
                                  SimpleLossCompute(ours.generator, LabelSmoothing(a.vocab, padding_idx=0, smoothing=0.1))),
               "nn.Transformer": (ref, torch.optim.Adam(ref.parameters(), lr=1e-4), torch_step,
                                  nn.CrossEntropyLoss(ignore_index=0, label_smoothing=0.1, reduction="sum"))}
+    if a.every_position:
+        every = copy.deepcopy(ours)
+        every_loss = SimpleLossCompute(every.generator, LabelSmoothing(a.vocab, padding_idx=0, smoothing=0.1))
+        setups["every position"] = (every, torch.optim.Adam(every.parameters(), lr=1e-4), every_position_step, every_loss)
     data = batches(a.steps, a.batch, a.vocab, a.len, torch.Generator().manual_seed(0))
     tokens = statistics.mean(b.ntokens for b in data)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; d_model={a.d_model}, h={a.h}, N={a.N}+{a.N}, "
@@ -121,6 +136,9 @@ def main():
     for name, v in results.items():
         print(f"{name:15s} median {med[name]:8.0f} tokens/s   (rounds: {', '.join(f'{x:.0f}' for x in v)})")
     print(f"ratio transformer_nb / nn.Transformer ({a.precision}): {med['transformer_nb'] / med['nn.Transformer']:.2f}x")
+    if a.every_position:
+        print(f"ratio transformer_nb / every position ({a.precision}): {med['transformer_nb'] / med['every position']:.2f}x"
+              f"  (positions per batch {statistics.mean(b.tgt_y.numel() for b in data):.0f}, labels {tokens:.0f})")
 
 
 if __name__ == "__main__":

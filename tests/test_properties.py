@@ -132,23 +132,49 @@ def test_fixed_seed_reproduces_training_losses():
     assert other != first
 
 
-def test_adam_for_each_tensor_at_once_changes_no_bit():
-    "The optimizers use Adam's `foreach` form for speed; it must train exactly what the per-tensor loop trains."
-    from transformer_nb.copy_task import epoch_batches
-    from transformer_nb.fit import train
+def test_check_mask_accepts_exactly_what_broadcasts():
+    "`check_mask` applies broadcasting's rule itself (for speed): it must agree with torch.broadcast_shapes."
+    from transformer_nb.attention import check_mask
+    g = torch.Generator().manual_seed(0)
+    for _ in range(2000):
+        shape = tuple(torch.randint(1, 4, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g).tolist())
+        mask = tuple(torch.randint(0, 4, (int(torch.randint(0, 6, (1,), generator=g)),), generator=g).tolist())
+        try:
+            fits = torch.broadcast_shapes(mask, shape) == torch.Size(shape)
+        except RuntimeError:
+            fits = False
+        try:
+            check_mask(torch.ones(mask, dtype=torch.bool), shape)
+            accepted = True
+        except ValueError:
+            accepted = False
+        assert accepted == fits, (mask, shape)
+
+
+def test_fused_adam_takes_the_loops_steps():
+    """The optimizers use Adam's fused form for speed. Given the same gradients, it moves the weights as the per-tensor
+    loop does up to rounding: after 50 steps of either schedule, every weight within 1e-5 of the loop's (weights of up
+    to 1 that move by up to 1.3; the largest gap measured is 2.4e-7). Every setting is the paper's."""
     from transformer_nb.schedule import noam_optimizer, linear_decay_optimizer
-    config = CopyConfig()
-    batches = lambda epoch: epoch_batches(config, epoch)[:20]
     for make in (lambda m: noam_optimizer(m, 1.0, 10), lambda m: linear_decay_optimizer(m, 1e-2, 5, 40)):
-        weights = []
-        for foreach in (True, False):
-            model = small_model(0)
+        g = torch.Generator().manual_seed(1)
+        models = [small_model(0), small_model(0)]
+        optimizers = []
+        for model, fused in zip(models, (True, False)):
             optimizer, scheduler = make(model)
-            assert optimizer.defaults["foreach"] is True
-            optimizer.param_groups[0]["foreach"] = foreach
-            train(batches, model, optimizer=optimizer, scheduler=scheduler, epochs=2, progress=False)
-            weights.append([p.detach().clone() for p in model.parameters()])
-        assert all(torch.equal(a, b) for a, b in zip(*weights))
+            assert optimizer.defaults["fused"] is True and optimizer.defaults["betas"] == (0.9, 0.98)
+            assert optimizer.defaults["eps"] == 1e-9
+            optimizer.param_groups[0]["fused"] = fused
+            optimizers.append((optimizer, scheduler))
+        for _ in range(50):
+            grads = [torch.randn(p.shape, generator=g) for p in models[0].parameters()]
+            for model, (optimizer, scheduler) in zip(models, optimizers):
+                for p, grad in zip(model.parameters(), grads):
+                    p.grad = grad.clone()
+                optimizer.step()
+                scheduler.step()
+        for a, b in zip(models[0].parameters(), models[1].parameters()):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
 def test_token_ids_are_checked_once_per_tensor(monkeypatch):

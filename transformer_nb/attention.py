@@ -47,11 +47,8 @@ def check_mask(mask, shape: tuple, name: str = "mask"):
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise TypeError(f"`{name}` must be a boolean keep-mask (True = may attend), got "
                         f"{getattr(mask, 'dtype', type(mask).__name__)}; see transformer_nb.masks for converters")
-    try:
-        fits = torch.broadcast_shapes(mask.shape, shape) == torch.Size(shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    dims = zip(reversed(mask.shape), reversed(tuple(shape)))          # from the right, as broadcasting pairs them
+    if mask.dim() > len(shape) or any(m not in (1, s) for m, s in dims):   # torch.broadcast_shapes' rule
         raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
 
 # %% ../nbs/02_attention.ipynb #2f949655

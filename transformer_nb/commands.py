@@ -161,7 +161,7 @@ def _copy(a: argparse.Namespace) -> int:
         world.close()
         if a.quiet:                                           # training is shared; evaluating is the main process's
             return 0
-    accuracy = copy_accuracy(model, held)
+    accuracy = copy_accuracy(model, held) if a.checkpoint is not None else history[-1]["accuracy"]  # its last epoch's
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
     examples = held[: a.examples].to(a.device)
     out = greedy_decode(model, examples, padding_mask(examples, PAD), max_length=examples.size(1),

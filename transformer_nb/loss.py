@@ -34,7 +34,8 @@ class LabelSmoothing(nn.Module):
 
     @property
     def true_dist(self):
-        "The target distribution of the last call, built on demand (for plots; the loss itself never builds it)."
+        """The target distribution of the last call, built on demand (for plots; the loss itself never builds it).
+        After `SimpleLossCompute`, whose calls pass only the labels that count, it has one row per such label."""
         return None if self.target is None else self.target_distribution(self.target)
 
     def forward_explicit(self, x, target):
@@ -65,13 +66,21 @@ class LabelSmoothing(nn.Module):
 
 # %% ../nbs/05_training.ipynb #7ec03bf9
 class SimpleLossCompute:
-    "Generator + criterion; returns `(summed loss as a float, loss / norm as a tensor for backward)`."
+    """Generator + criterion; returns `(summed loss as a float, loss / norm as a tensor for backward)`. Positions whose
+    label is the criterion's `padding_idx` (as in `LabelSmoothing`) never reach the generator; with a criterion that
+    has none, every position does."""
     def __init__(self, generator: nn.Module, criterion: nn.Module):
         self.generator, self.criterion = generator, criterion
+        self.padding_idx = getattr(criterion, "padding_idx", None)
 
     def __call__(self, x, y, norm):
-        log_probs = self.generator(x)                                   # (batch, len, vocab)
-        flat = log_probs.reshape(-1, log_probs.size(-1))                # (batch*len, vocab)
+        x, y = x.reshape(-1, x.size(-1)), y.reshape(-1)                 # (batch*len, d_model), (batch*len,)
+        if x.size(0) != y.size(0):
+            raise ValueError(f"`x` (..., d_model) and the labels `y` must have as many positions, got "
+                             f"{x.size(0)} and {y.size(0)}")
+        if self.padding_idx is not None:
+            keep = y != self.padding_idx                                # labels that count
+            x, y = x[keep], y[keep]                                     # (ntokens, d_model), (ntokens,)
         norm = max(norm, 1)                       # a batch of padding only: loss 0, not 0/0
-        loss = self.criterion(flat, y.reshape(-1)) / norm
+        loss = self.criterion(self.generator(x), y) / norm             # generator: (ntokens, vocab)
         return loss.item() * norm, loss

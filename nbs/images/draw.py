@@ -291,9 +291,9 @@ def batch_svg():
     CX = 280
     box(CX, 262, "model(src, tgt, src_mask, tgt_mask)", "src (b, len_src), tgt (b, len_t) → (b, len_t, d_model)", "#dbe8fb", "#3a6db5", w=470)
     down(CX, 285, 304)
-    box(CX, 328, "model.generator", "→ log-probabilities (b, len_t, vocab)", "#dcf2dc", "#3a8a3a", w=470)
+    box(CX, 328, "model.generator, at the positions with a label", "→ log-probabilities (ntokens, vocab)", "#dcf2dc", "#3a8a3a", w=470)
     down(CX, 351, 380)
-    box(CX, 404, "LabelSmoothing against tgt_y", "summed over non-pad labels (b, len_t)", "#f3f0c9", "#8d7f14", w=470)
+    box(CX, 404, "LabelSmoothing against those labels", "summed over the ntokens labels", "#f3f0c9", "#8d7f14", w=470)
     down(CX, 427, 456)
     box(CX, 480, "÷ ntokens → loss, then backward()", "one number: the loss per label", "#ffffff", "#666", w=470)
     return card(W, H + 10, "A training batch: the target is shifted into decoder input and labels, then flows through the model, the generator and the loss", """
