@@ -74,7 +74,7 @@ def _check_plain(value, where: str):
 class CheckpointError(ValueError):
     "A file that is not a usable transformer-nb checkpoint; the message is one line that says why."
     def __init__(self, path, reason: str, ours: bool = False):
-        self.path, self.reason = path, reason                             # ours: a checkpoint, but the wrong kind
+        self.path, self.reason = path, reason                  # ours: a checkpoint of ours this call cannot use
         super().__init__(f"{path}: {reason}" if ours else f"{path}: not a transformer-nb checkpoint ({reason})")
 
 
@@ -108,8 +108,9 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
         or not isinstance(ckpt.get("model"), dict)
     ):
         raise CheckpointError(path, "it holds no `config` and `model` entries")
-    if ckpt.get("format", CHECKPOINT_FORMAT) != CHECKPOINT_FORMAT:
-        raise CheckpointError(path, f"format {ckpt['format']!r}; this version reads {CHECKPOINT_FORMAT!r}")
+    if ckpt.get("format") != CHECKPOINT_FORMAT:                           # an earlier version's file, or none
+        saved = f"its format is {ckpt['format']!r}" if "format" in ckpt else "it names no format"
+        raise CheckpointError(path, f"{saved}; this version reads {CHECKPOINT_FORMAT!r}", ours=True)
     saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
         raise CheckpointError(path, f"a checkpoint of a {saved_kind} model, not of a {kind} model", ours=True)
