@@ -16,8 +16,8 @@ from .masks import subsequent_mask
 from .precision import autocast
 
 # %% auto #0
-__all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'greedy_decode', 'init_cache', 'next_log_probs', 'max_positions', 'KVCache',
-           'beam_search']
+__all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'init_cache',
+           'next_log_probs', 'max_positions', 'KVCache', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
@@ -148,6 +148,9 @@ class KVCache:
 # %% ../nbs/06_decoding.ipynb #3ae7658b
 # section 6.1 of the paper: "beam search with a beam size of 4 and length penalty alpha = 0.6"
 PAPER_BEAM_SIZE, PAPER_LENGTH_PENALTY = 4, 0.6
+# the defaults of beam_search, translate and the translation recipe: chapter 09's beam of 5, and the alpha it keeps
+# after comparing several on its validation set
+BEAM_SIZE, LENGTH_PENALTY = 5, 1.2
 
 
 def _length_penalty(length, alpha: float):
@@ -163,8 +166,8 @@ def beam_search(
     max_length: int,
     start_symbol: int,
     end_symbol: int,
-    beam_size: int = PAPER_BEAM_SIZE,
-    length_penalty: float = PAPER_LENGTH_PENALTY,
+    beam_size: int = BEAM_SIZE,
+    length_penalty: float = LENGTH_PENALTY,
     padding_idx: int | None = None,
     use_cache: bool = True,
     precision: str = "fp32",

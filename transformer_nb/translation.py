@@ -21,6 +21,7 @@ from .model import make_model, make_model_defaults, check_config
 from .recipe import check_recipe, saved_recipe, check_saved_model
 from .schedule import noam_optimizer, linear_decay_optimizer
 from .tokenizer import Tokenizer
+from .decoding import BEAM_SIZE, LENGTH_PENALTY
 from .translator import translate, load_translator
 
 # %% auto #0
@@ -50,8 +51,8 @@ class TranslationConfig:
     seed: int = 0
     device: str = "cpu"
     precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
-    beam_size: int = 5            # decoding: beam search (1: greedy)
-    length_penalty: float = 1.2   # GNMT's alpha, chosen on the validation set
+    beam_size: int = BEAM_SIZE    # decoding: beam search of 5 (1: greedy)
+    length_penalty: float = LENGTH_PENALTY   # GNMT's alpha, 1.2: chosen on the validation set
 
     def __post_init__(self):
         _check_recipe(self)       # every field, when a recipe is made or read back from a file (below)

@@ -13,7 +13,7 @@ import torch
 from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
 from .data import _pad
 from .files import check_save_path
-from .decoding import greedy_decode, beam_search, max_positions, PAPER_LENGTH_PENALTY
+from .decoding import greedy_decode, beam_search, max_positions, BEAM_SIZE, LENGTH_PENALTY
 from .masks import padding_mask
 from .tokenizer import Tokenizer, SPACE
 
@@ -21,8 +21,8 @@ from .tokenizer import Tokenizer, SPACE
 __all__ = ['PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
-def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = 1,
-              length_penalty: float = PAPER_LENGTH_PENALTY,
+def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = BEAM_SIZE,
+              length_penalty: float = LENGTH_PENALTY,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
     """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
     order.
