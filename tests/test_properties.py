@@ -247,3 +247,36 @@ def test_non_integer_tokens(model):
     src = torch.rand(2, 5)
     with pytest.raises(TypeError, match="`src` must hold token ids as torch.long"):
         model(src, torch.randint(1, V, (2, 4)), torch.ones(2, 1, 5, dtype=torch.bool), None)
+
+
+@FAST
+@given(seed=st.integers(0, 10_000), len_q=st.integers(1, 6), len_k=st.integers(1, 6),
+       kind=st.sampled_from(["padding", "any", "causal"]), empty_rows=st.booleans())
+def test_sdpa_attention_skips_its_guard_only_where_it_changes_nothing(seed, len_q, len_k, kind, empty_rows):
+    """On a CPU, a mask with a key for every query goes to PyTorch's kernel as it is (the fully-masked-row guard is
+    skipped), and the output and every gradient are bit for bit those of the guarded computation; a mask with a row
+    without keys goes through the guard, and that row comes out zero."""
+    import torch.nn.functional as F
+    from transformer_nb.attention import sdpa_attention
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 2, n, 4, generator=gen, requires_grad=True) for n in (len_q, len_k, len_k))
+    mask = torch.rand(2, 1, 1 if kind == "padding" else len_q, len_k, generator=gen) < 0.7
+    mask[..., 0] = True                                                  # every query has a key ...
+    if kind == "causal":
+        mask &= torch.ones(len_q, len_k, dtype=torch.bool).tril()
+    if empty_rows:
+        mask[0, :, -1] = False                                           # ... but the last row of sequence 0
+    kernel, passed = F.scaled_dot_product_attention, []
+    F.scaled_dot_product_attention = lambda *a, **kw: passed.append(kw["attn_mask"]) or kernel(*a, **kw)
+    try:
+        out = sdpa_attention(q, k, v, mask)
+    finally:
+        F.scaled_dot_product_attention = kernel
+    assert (passed[0] is mask) == (not empty_rows)                       # the guard ran only where a row is empty
+    empty = ~mask.any(dim=-1, keepdim=True)
+    guarded = kernel(q, k, v, attn_mask=mask | empty).masked_fill(empty, 0.0)
+    assert torch.equal(out, guarded)
+    assert empty.any() == empty_rows and not out[empty.expand_as(out)].any()
+    g = torch.randn(out.shape, generator=gen)
+    assert all(torch.equal(a, b) for a, b in zip(torch.autograd.grad(out, (q, k, v), g),
+                                                  torch.autograd.grad(guarded, (q, k, v), g)))

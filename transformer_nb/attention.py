@@ -62,6 +62,9 @@ def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
         return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
     check_mask(mask, query.shape[:-1] + key.shape[-2:-1])
     empty = ~mask.any(dim=-1, keepdim=True)                            # (..., len_q or 1, 1): rows with no key
+    # none, on a CPU (the usual case): no guard; on a GPU, `empty.any()` would make the CPU wait for the GPU
+    if query.device.type == "cpu" and not empty.any():
+        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | empty, dropout_p=dropout_p)
     return out.masked_fill(empty, 0.0)                                 # (..., len_q, d_v)
 
