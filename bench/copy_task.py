@@ -8,6 +8,10 @@ The reference is the Annotated Transformer's `example_simple_model`: make_model(
 
     python bench/copy_task.py                 # 3 runs of the default recipe, 40 reference steps
     python bench/copy_task.py --runs 5 --ref-full
+    python bench/copy_task.py --seeds 5       # also seeds 0-4 once each: how much the seed moves steps and seconds
+
+The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from about 350 to
+500 steps), and so does the time.
 """
 import argparse
 import statistics
@@ -45,6 +49,7 @@ def main():
     p.add_argument("--seed", type=int, default=0, help="seed of every run (the same seed: timing noise only)")
     p.add_argument("--ref-steps", type=int, default=40, help="reference steps to time")
     p.add_argument("--ref-full", action="store_true", help="run the reference's full 400 steps")
+    p.add_argument("--seeds", type=int, default=0, help="also train seeds 0..SEEDS-1 once each (median reported)")
     a = p.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     held = held_out_set()
@@ -57,6 +62,16 @@ def main():
         print(f"default recipe run {i + 1}: {history[-1]['accuracy']:.1%} after {steps[-1]} steps in {times[-1]:.1f} s", flush=True)
         assert history[-1]["accuracy"] == 1.0, "did not reach 100%"
     ours = statistics.median(times)
+    if a.seeds:
+        by_seed = []
+        for seed in range(a.seeds):
+            start = time.perf_counter()
+            _, history = train_copy(CopyConfig(seed=seed), held_out=held, progress=False)
+            by_seed.append((seed, history[-1]["step"], time.perf_counter() - start, history[-1]["accuracy"]))
+        print("seeds: " + ", ".join(f"{s}: {n} steps {t:.1f} s{'' if acc == 1 else f' ({acc:.1%})'}"
+                                    for s, n, t, acc in by_seed))
+        print(f"seeds 0-{a.seeds - 1}: median {statistics.median(t for _, _, t, _ in by_seed):.1f} s, "
+              f"{statistics.median(n for _, n, _, _ in by_seed):.0f} steps")
     ref_steps = 400 if a.ref_full else a.ref_steps
     ref_seconds, ref_acc = reference_recipe(ref_steps, held)
     ref_full = ref_seconds / ref_steps * 400

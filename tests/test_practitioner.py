@@ -356,3 +356,82 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     with pytest.raises(ValueError, match=r"`epochs`: the run in .* decays its learning rate to zero at the end of "
                                          r"epoch 5; resume it with epochs=5"):
         train_translation(dataclasses.replace(config, epochs=8), pairs, pairs[:4], resume=run, progress=False)
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
+def test_a_copy_run_resumes_on_its_device(tmp_path, device):
+    """Two epochs of the copy task with dropout, then two more resumed from the checkpoint, give the losses of four in
+    one go, on the CPU and on a GPU: the random states (the CPU's and the GPU's, which dropout draws from there) are
+    saved and restored, the CPU's staying on the CPU. On a GPU some kernels (attention's backward among them) may add
+    in a varying order, so the losses agree to rounding there, exactly on the CPU."""
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    config = dict(batches_per_epoch=5, batch_size=16, dropout=0.1, device=device, target_accuracy=1.0)
+    held = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 8, 9, 2]])
+    _, whole = train_copy(CopyConfig(epochs=4, **config), held_out=held, progress=False)
+    path = tmp_path / "run.pt"
+    train_copy(CopyConfig(epochs=2, **config), held_out=held, progress=False, save=path)
+    if device == "cuda":
+        assert read_checkpoint(path)["cuda_rng_state"] is not None       # the GPU's random state is in the file
+    model, resumed = train_copy(CopyConfig(epochs=4, **config), held_out=held, progress=False, save=path, resume=path)
+    assert [r["epoch"] for r in resumed] == [1, 2, 3, 4] and next(model.parameters()).device.type == device
+    losses = lambda history: torch.tensor([r["loss"] for r in history], dtype=torch.float64)
+    if device == "cpu":
+        assert losses(resumed).tolist() == losses(whole).tolist()
+    else:
+        torch.testing.assert_close(losses(resumed), losses(whole), rtol=1e-4, atol=0)
+
+
+def test_a_checkpoint_of_another_format_is_refused_in_one_line(tmp_path):
+    "A file without this version's format (an older version's, or none) is refused before anything is built."
+    from transformer_nb.checkpoint import CheckpointError, CHECKPOINT_FORMAT
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
+    ckpt = torch.load(path, weights_only=True)
+    assert ckpt["format"] == CHECKPOINT_FORMAT
+    for fmt, says in (("transformer-nb checkpoint 1", "its format is 'transformer-nb checkpoint 1'"),
+                      (None, "it names no format")):
+        old = {k: v for k, v in ckpt.items() if k != "format"} | ({} if fmt is None else {"format": fmt})
+        torch.save(old, path)
+        with pytest.raises(CheckpointError) as e:
+            read_checkpoint(path)
+        assert says in str(e.value) and f"this version reads {CHECKPOINT_FORMAT!r}" in str(e.value), str(e.value)
+        assert "\n" not in str(e.value)
+
+
+def test_train_runs_a_model_of_another_kind_through_its_protocol(tmp_path):
+    """`train` needs only the documented protocol, `model(src, tgt, src_mask, tgt_mask)` and a `generator`: a GRU
+    encoder-decoder (no attention, no `config`) learns the copy task's first steps with a loss and optimizer given;
+    what needs a `config` (a checkpoint, the default loss) is refused in one line."""
+    from torch import nn
+    from transformer_nb.copy_task import copy_batches, PAD
+    from transformer_nb.fit import train
+
+    class GRUSeq2Seq(nn.Module):
+        def __init__(self, vocab: int = 11, d: int = 32):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, d, padding_idx=PAD)
+            self.encoder, self.decoder = nn.GRU(d, d, batch_first=True), nn.GRU(d, d, batch_first=True)
+            self.generator = nn.Sequential(nn.Linear(d, vocab), nn.LogSoftmax(dim=-1))
+
+        def forward(self, src, tgt, src_mask, tgt_mask):            # the masks: unused by a recurrent model
+            _, state = self.encoder(self.embed(src))
+            return self.decoder(self.embed(tgt), state)[0]          # (batch, len_tgt, d)
+
+    torch.manual_seed(0)
+    model = GRUSeq2Seq()
+    batches = lambda epoch: copy_batches(10, 32, max_symbols=4, generator=torch.Generator().manual_seed(epoch))
+    loss = SimpleLossCompute(model.generator, LabelSmoothing(11, padding_idx=PAD))
+    seen = []
+    history = train(batches, model, loss, torch.optim.Adam(model.parameters(), lr=1e-2), epochs=6,
+                    evaluate=lambda m: seen.append(m) or {"n": len(seen)}, progress=False)
+    assert [r["epoch"] for r in history] == list(range(1, 7)) and seen[0] is model and history[-1]["n"] == 6
+    assert history[-1]["loss"] < 0.5 * history[0]["loss"], [r["loss"] for r in history]
+    for needs, kwargs in (("save", dict(save=tmp_path / "gru.pt")), ("the default loss_compute", {})):
+        with pytest.raises(ValueError, match=f"`model` has no `config` .*, which {needs} needs") as e:
+            train(batches, model, **({"loss_compute": loss, "optimizer": torch.optim.Adam(model.parameters())}
+                                      if kwargs else {}), epochs=1, **kwargs)
+        assert "\n" not in str(e.value)
+    assert not (tmp_path / "gru.pt").exists()
