@@ -604,9 +604,10 @@
     return c < 32 || (c >= 127 && c < 160);
   }
 
-  // translate(): checks the sentence as translator.py does, then greedy decoding (beam 1) or beam search; the
-  // output is at most (source length + 50) tokens, capped by the positional table.
-  async function translate(text, { beam = 1, lengthPenalty: alpha = 0.6 } = {}) {
+  // translate(): checks the sentence as translator.py does, then greedy decoding (beam 1) or beam search, by
+  // default the package's beam of 5 and alpha 1.2 (decoding.BEAM_SIZE, LENGTH_PENALTY); the output is at most
+  // (source length + 50) tokens, capped by the positional table.
+  async function translate(text, { beam = 5, lengthPenalty: alpha = 1.2 } = {}) {
     const { model, tokenizer } = state;
     if (model === null) throw new Error("call transformerNb.load(weights) first");
     if (typeof text !== "string") throw new TypeError("`text` must be a string");
