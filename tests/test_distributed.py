@@ -105,3 +105,26 @@ def test_translate_command_under_torchrun(tmp_path):
     assert out.count("2 processes (gloo)") == 1 and out.count("epoch   2") == 1 and out.count("test BLEU") == 1, out
     model, tokenizer, history = load_translator(tmp_path / "mt.pt")
     assert [h["epoch"] for h in history] == [1, 2] and len(tokenizer) == model.config["tgt_vocab"]
+
+
+def test_ddp_gets_its_buffer_switch_by_the_name_it_takes(tmp_path):
+    """`World.wrap` passes the buffer switch under the name the installed DDP takes (`forward_sync_buffers` from
+    PyTorch 2.13, `broadcast_buffers` before), and wrapping warns of nothing (2.13 deprecates the old name)."""
+    import warnings
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from transformer_nb.distributed import _buffer_sync_argument, _NO_BUFFER_SYNC
+    from transformer_nb.model import make_model
+
+    class BeforeTwoThirteen:                                           # the signature of DDP in PyTorch 2.6 to 2.12
+        def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True): ...
+
+    assert _buffer_sync_argument(BeforeTwoThirteen) == "broadcast_buffers"
+    assert _NO_BUFFER_SYNC == _buffer_sync_argument(DistributedDataParallel)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")                             # any warning fails the test
+            DistributedDataParallel(make_model(11, 11, N=1, d_model=16, d_ff=32, h=2), **{_NO_BUFFER_SYNC: False})
+    finally:
+        dist.destroy_process_group()

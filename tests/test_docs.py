@@ -28,6 +28,15 @@ FIRST_LOAD_BUDGET = 2.5 * 2**20     # bytes a chapter may fetch when it is first
 DESKTOP, PHONE = {"width": 1300, "height": 900}, {"width": 390, "height": 844}
 
 
+def test_the_api_page_covers_every_public_module():
+    "Every module of the package (not the private `_modidx`) has its section on the API page, with its functions."
+    modules = sorted(p.stem for p in (ROOT / "transformer_nb").glob("[a-z]*.py"))
+    html = (DOCS / "api.html").read_text(encoding="utf-8")
+    missing = [m for m in modules if f'id="module-transformer_nb.{m}"' not in html]
+    assert len(modules) > 20 and not missing, f"docs/api.html lacks {missing}: rebuild the docs (python nbs/build_docs.py)"
+    assert 'id="transformer_nb.decoding.beam_search"' in html and 'id="transformer_nb.distributed.World"' in html
+
+
 def test_docs_are_current():
     "docs/ must be rebuilt (python nbs/build_docs.py) whenever a notebook, the Sphinx configuration or the build script changes."
     built = json.loads((DOCS / "_notebook_hashes.json").read_text())

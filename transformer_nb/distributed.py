@@ -114,8 +114,13 @@ class World(SingleProcess):
             dist.destroy_process_group()
 
 
-_NO_BUFFER_SYNC = next(name for name in ("forward_sync_buffers", "broadcast_buffers")
-                       if name in inspect.signature(DistributedDataParallel).parameters)
+def _buffer_sync_argument(ddp=DistributedDataParallel) -> str:
+    "The name under which `ddp` takes the switch for copying buffers from rank 0 (2.13 renamed it)."
+    names = inspect.signature(ddp).parameters
+    return next(name for name in ("forward_sync_buffers", "broadcast_buffers") if name in names)
+
+
+_NO_BUFFER_SYNC = _buffer_sync_argument()
 
 
 def _fingerprint(batches) -> float:
