@@ -52,7 +52,7 @@ class TranslationConfig:
     device: str = "cpu"
     precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
     beam_size: int = BEAM_SIZE    # decoding: beam search of 5 (1: greedy)
-    length_penalty: float = LENGTH_PENALTY   # GNMT's alpha, 1.2: chosen on the validation set
+    length_penalty: float = LENGTH_PENALTY   # GNMT's alpha, 1.2: kept after comparing alphas on validation (below)
 
     def __post_init__(self):
         _check_recipe(self)       # every field, when a recipe is made or read back from a file (below)
