@@ -48,15 +48,16 @@ def check_mask(mask, shape: tuple, name: str = "mask"):
         raise TypeError(f"`{name}` must be a boolean keep-mask (True = may attend), got "
                         f"{getattr(mask, 'dtype', type(mask).__name__)}; see transformer_nb.masks for converters")
     dims = zip(reversed(mask.shape), reversed(tuple(shape)))          # from the right, as broadcasting pairs them
-    if mask.dim() > len(shape) or any(m not in (1, s) for m, s in dims):   # torch.broadcast_shapes' rule
+    if mask.dim() > len(shape) or any(m not in (1, s) for m, s in dims):   # broadcast_to's rule: mask expands to shape
         raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
 
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
-    "`attention`'s output through PyTorch's fused kernel (no weights); fully masked rows give zeros, as in `attention`."
-    if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 autocast (appendix 13) on a CPU:
-        with torch.autocast("cpu", enabled=False):                     # this kernel's bfloat16 backward is far
-            out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p)   # slower than float32
+    """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights); fully masked rows give
+    zeros, as in `attention`. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
+    if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 on a CPU (appendix 13): forward +
+        with torch.autocast("cpu", enabled=False):                     # backward is far slower in bfloat16 than
+            out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p)   # in float32
         return out.to(query.dtype)
     if mask is None:
         return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)

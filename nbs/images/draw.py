@@ -219,7 +219,7 @@ def attention_svg():
     up(L - 20, 421, 392)
     box(L - 20, 370, "masked_fill", "where the mask is False", *OPS, w=196)
     up(L - 20, 347, 318)
-    box(L - 20, 296, "softmax", "over keys: weights", *OPS, w=196)
+    box(L - 20, 296, "softmax, then zeros", "where the mask is False", *OPS, w=196)
     up(L - 20, 273, 244)
     box(L - 20, 222, "dropout", "", "#ececec", "#777", w=196, h=38)
     up(L - 20, 203, 176)
