@@ -27,7 +27,8 @@ class Batch:
                     f"`tgt` must be (batch={src.size(0)}, len >= 2) token ids, got shape {tuple(tgt.shape)}"
                 )
             self.tgt = tgt[:, :-1]                                   # decoder input: drop the last token
-            self.tgt_y = tgt[:, 1:]                                  # labels: drop the start symbol
+            self.tgt_y = tgt[:, 1:].long()                           # labels: drop the start symbol (the loss
+                                                                     # gathers with int64 indices)
             self.tgt_mask = make_std_mask(self.tgt, padding_idx)     # (batch, len - 1, len - 1)
             self.ntokens = int((self.tgt_y != padding_idx).sum())    # labels that count in the loss
 

@@ -58,12 +58,12 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
                 raise FloatingPointError(f"the loss is {window_loss} at step {train_state.accum_step + 1}: training "
                                          "stopped before updating the weights (check the data and the learning rate)")
             total_loss, total_tokens = total_loss + window_loss, total_tokens + window_tokens
+            lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0   # the rate this step uses
             if train:
                 train_state.step += len(window)
                 train_state.samples += sum(b.nsamples for b in window)
                 train_state.tokens += window_tokens
                 _optimizer_step(optimizer, scheduler, train_state)
-            lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0
             record = dict(step=train_state.accum_step, loss=window_loss / max(window_tokens, 1),
                           tokens_per_s=total_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
             bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}",
