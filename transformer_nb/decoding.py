@@ -185,7 +185,7 @@ def beam_search(
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise ValueError(f"`beam_size` must be a positive integer, got {beam_size!r}")
     number = not isinstance(length_penalty, bool) and isinstance(length_penalty, (int, float))
-    if not (number and 0 <= length_penalty <= 10):                   # larger alphas overflow ((5 + t) / 6) ** alpha
+    if not (number and 0 <= length_penalty <= 10):                   # a cap (alpha > ~13 overflows at 5,000)
         raise ValueError(f"`length_penalty` must be a number in [0, 10], got {length_penalty!r}")
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
