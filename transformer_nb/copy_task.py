@@ -30,10 +30,10 @@ def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: i
     """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_symbols, max_symbols]` and `x_i` in
     `[3, vocab)`: `(n, max_symbols + 2)`. `reserved_only=True` draws only sequences `is_reserved` sets aside, `False`
     never draws them."""
-    if vocab < 4 or not 1 <= min_symbols <= max_symbols:
+    if n < 1 or vocab < 4 or not 1 <= min_symbols <= max_symbols:
         raise ValueError(
-            f"need vocab >= 4 and 1 <= min_symbols <= max_symbols, got vocab={vocab}, min_symbols={min_symbols}, "
-            f"max_symbols={max_symbols}"
+            f"need n >= 1, vocab >= 4 and 1 <= min_symbols <= max_symbols, got n={n}, vocab={vocab}, "
+            f"min_symbols={min_symbols}, max_symbols={max_symbols}"
         )
     out, rounds = [], 0
     while sum(len(s) for s in out) < n:                                 # rejection sampling
@@ -139,7 +139,7 @@ def _model_args(config: CopyConfig) -> dict:
 
 def epoch_batches(config: CopyConfig, epoch: int) -> list:
     "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
-    g = torch.Generator().manual_seed(config.seed * 100_003 + epoch)
+    g = torch.Generator().manual_seed((config.seed * 100_003 + epoch) % 2**63)     # any seed the recipe accepts
     return copy_batches(config.batches_per_epoch, config.batch_size, config.vocab, config.min_symbols,
                         config.max_symbols, g)
 
