@@ -26,8 +26,8 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
     """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
     order.
-    Sentences are decoded in batches of similar length, each output at most input length + 50 tokens. `precision`:
-    "fp32", "bf16" or "auto" (appendix 13)."""
+    Sentences are decoded in batches of similar length, each output at most the batch's longest input + 50 tokens.
+    `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     sentences = list(sentences)                                         # a generator is read once, here
