@@ -94,7 +94,7 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     """Load and check a checkpoint without building anything: the safe loader (`weights_only=True`), the expected keys,
     a valid config that agrees with every saved tensor's shape, finite weights, and `kind` when given.
     Raises `CheckpointError` with a one-line reason for anything else."""
-    path = Path(path)
+    path = Path(path).expanduser()
     if not path.is_file():
         raise CheckpointError(path, "a folder, not a file" if path.is_dir() else "no such file")
     _check_map_location(map_location)                                    # the argument, not the file, is wrong
@@ -159,6 +159,8 @@ def _check_config_against_weights(config: dict, weights: dict):
     check_config(config)
     if not all(isinstance(t, torch.Tensor) for t in weights.values()):
         raise ValueError("`model` holds something other than tensors")
+    if not all(isinstance(k, str) for k in weights):
+        raise ValueError(f"`model` has a key {next(k for k in weights if not isinstance(k, str))!r} that is not a name")
     expect = {"src_embed.0.lut.weight": (config["src_vocab"], config["d_model"]),
               "tgt_embed.0.lut.weight": (config["tgt_vocab"], config["d_model"]),
               "encoder.layers.0.feed_forward.w_1.weight": (config["d_ff"], config["d_model"])}

@@ -51,8 +51,9 @@ def _umask() -> int:
 
 def check_save_path(path, name: str = "path") -> Path:
     """Check, before any work, that a file can be written at `path`: not empty, not a folder, a name the file
-    system takes, and the nearest existing folder writable. Creates nothing, so a refused command leaves no trace
-    (`atomic_write` makes missing folders). Returns the path; raises `ValueError` naming `name` otherwise."""
+    system takes, and the nearest existing folder writable. Leaves nothing behind (a probe file is written and
+    removed), so a refused command leaves no trace (`atomic_write` makes missing folders). Returns the path; raises
+    `ValueError` naming `name` otherwise."""
     if path is None or str(path).strip() == "":
         raise ValueError(f"`{name}` is empty: give a file name such as model.pt")
     folder = str(path).endswith(("/", os.sep))                        # Path() would drop the trailing separator

@@ -97,7 +97,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     mark = None                                                           # the file at `save` this run may replace
     if save is not None and world.is_main:
         save = check_save_path(save, "save")                              # before any work is done
-        continuing = resume is not None and Path(resume).resolve() == save.resolve()
+        continuing = resume is not None and Path(resume).expanduser().resolve() == save.resolve()
         if save.exists() and not (continuing or overwrite):
             raise ValueError(f"save {save}: the file exists; pass resume={str(save)!r} to continue its run, or "
                              f"overwrite=True to replace it")

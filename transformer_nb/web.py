@@ -25,7 +25,7 @@ __all__ = ['DTYPES', 'FORMAT', 'ALIGN', 'quantize_int8', 'dequantize_int8', 'bro
 # %% ../nbs/14_browser.ipynb #9129c76f
 def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 with one scale per row: `w` (out, in) -> `(q, scale)`, q int8 (out, in) and scale float32 (out,),
-    with w ≈ q * scale. A row of zeros (the `<pad>` embedding) gets scale 0 and q 0."""
+    with w ≈ q * scale. A row of zeros (such as an untied model's `<pad>` embedding) gets scale 0 and q 0."""
     w = w.detach().float()
     scale = w.abs().amax(dim=1) / 127.0                                 # the row's largest |w| becomes 127
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))       # no 0/0 for an all-zero row
