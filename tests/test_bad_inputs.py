@@ -923,6 +923,7 @@ TAMPERED = [
     ("scheduler a list", _put("scheduler", [1]), "its scheduler state does not fit this run"),
     ("scheduler at step -100", _put("scheduler", "last_epoch", -100), "its scheduler stands at step -100, its train_state at 2"),
     ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), "['base_lrs'] is not a list of 1"),
+    ("model key not a name", _put("model", 0, torch.zeros(1)), "`model` has a key 0 that is not a name"),
     ("history empty", _put("extra", "history", []), "its history (0 epochs, to step 0) and its train_state (step 2) disagree"),
     ("history loss a string", _put("extra", "history", 0, "loss", "x"), "epoch 1 of its history has no number for 'loss'"),
     ("history seconds None", _put("extra", "history", 0, "seconds", None), "has no number for 'seconds'"),
@@ -972,3 +973,19 @@ def test_a_copy_recipe_with_nothing_to_draw_is_refused_not_a_hang():
                                                    "than 64 unreserved sequences")):
         train_copy(CopyConfig(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1), progress=False)
     assert len(copy_sequences(5, vocab=4, max_symbols=3, reserved_only=True)) == 5     # the reserved ones exist
+
+
+def test_copy_sequences_refuse_an_empty_request():
+    "n=0 reached torch.cat([]) and its message about an empty list."
+    from transformer_nb.copy_task import copy_sequences, held_out_set
+    for call in (lambda: copy_sequences(0), lambda: held_out_set(n=0)):
+        with pytest.raises(ValueError, match=re.escape("need n >= 1, vocab >= 4 and 1 <= min_symbols <= max_symbols, "
+                                                       "got n=0")):
+            call()
+
+
+def test_every_seed_the_copy_recipe_accepts_trains():
+    "A seed of about 2e14 or more passed the recipe's check, then overflowed the epoch's generator seed."
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    _, history = train_copy(CopyConfig(seed=2**63 - 1, epochs=1, batches_per_epoch=1), progress=False)
+    assert len(history) == 1

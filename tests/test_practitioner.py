@@ -435,3 +435,51 @@ def test_train_runs_a_model_of_another_kind_through_its_protocol(tmp_path):
                                       if kwargs else {}), epochs=1, **kwargs)
         assert "\n" not in str(e.value)
     assert not (tmp_path / "gru.pt").exists()
+
+
+def test_a_run_saved_under_home_resumes_from_a_tilde_path(tmp_path, monkeypatch):
+    "`~` is the home folder for `resume` as for `save`: the same file continues its own run."
+    from transformer_nb.copy_task import CopyConfig, train_copy
+    monkeypatch.setenv("HOME", str(tmp_path))
+    train_copy(CopyConfig(epochs=1, batches_per_epoch=2), save="~/run.pt", progress=False)
+    assert (tmp_path / "run.pt").is_file()
+    _, history = train_copy(CopyConfig(epochs=2, batches_per_epoch=2), save="~/run.pt", resume="~/run.pt",
+                            progress=False)
+    assert [r["epoch"] for r in history] == [1, 2]
+
+
+def test_int32_token_ids_train_as_int64_ones_do():
+    "`Batch` takes int32 ids, as the model does, and hands the loss int64 labels: the same step, the same loss."
+    from transformer_nb.batch import Batch
+    from transformer_nb.epoch import run_epoch
+    from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
+    from transformer_nb.model import make_model
+    ids = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 2, 0, 0]])
+    losses = []
+    for dtype in (torch.long, torch.int32):
+        torch.manual_seed(0)
+        model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0)
+        batch = Batch(ids.to(dtype), ids.to(dtype), padding_idx=0)
+        assert batch.tgt_y.dtype == torch.long
+        loss, _ = run_epoch([batch] * 2, model, SimpleLossCompute(model.generator, LabelSmoothing(10, 0)),
+                            torch.optim.SGD(model.parameters(), lr=0.1), progress=False)
+        losses.append(loss)
+    assert losses[0] == losses[1]
+
+
+def test_the_log_shows_the_learning_rate_each_step_used():
+    "Step s uses the scheduler's rate before its own `scheduler.step()`; that is the rate its record shows."
+    from torch.optim.lr_scheduler import LambdaLR
+    from transformer_nb.batch import Batch
+    from transformer_nb.epoch import run_epoch
+    from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
+    from transformer_nb.model import make_model
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    used = []
+    optimizer.register_step_pre_hook(lambda opt, *_: used.append(opt.param_groups[0]["lr"]))
+    scheduler = LambdaLR(optimizer, lambda s: 0.1 * (s + 1))
+    batch = Batch(torch.tensor([[1, 5, 6, 2]]), torch.tensor([[1, 5, 6, 2]]), padding_idx=0)
+    _, state = run_epoch([batch] * 3, model, SimpleLossCompute(model.generator, LabelSmoothing(10, 0)), optimizer,
+                         scheduler, log_every=1, progress=False)
+    assert [r["lr"] for r in state.history] == used == pytest.approx([0.1, 0.2, 0.3])
