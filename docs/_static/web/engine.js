@@ -210,8 +210,8 @@
     return (s0 + s1) + (s2 + s3);
   }
 
-  // nn.Linear: y = x W^T + b, W of shape (out, in) stored row by row. Each row of W is read once for all positions
-  // (the loop over positions is inside), which matters for the vocabulary-sized projection of beam search.
+  // nn.Linear: y = x W^T + b, W of shape (out, in) stored row by row. Each row of W is read once for all the positions
+  // in x (the loop over positions is inside), which matters where many pass at once: the encoder, the attention pass.
   function linear(x, layer) {
     const { weight, bias, inFeatures: n, outFeatures: m } = layer;
     const y = x.map(() => new Float32Array(m));
