@@ -54,7 +54,7 @@ def sinusoidal_encoding(max_positions: int, d_model: int, dtype=torch.float32):
 
 # %% ../nbs/00_embedding.ipynb #31a4ea86
 def check_activations(x, d_model: int, name: str = "x"):
-    "Raise a clear error unless `x` is a float tensor of shape `(batch, len, d_model)`."
+    "Raise a clear error unless `x` is a tensor of shape `(batch, len, d_model)`."
     if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != d_model:
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
