@@ -41,6 +41,7 @@ class EncoderDecoder(nn.Module):
         For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and
         `cache` the decoder's `KVCache` objects."""
         x = self.embed_tgt(tgt, start)
+        check_mask(src_mask, (tgt.size(0), 1, memory.size(1)), "src_mask")
         check_mask(tgt_mask, (tgt.size(0), tgt.size(-1), tgt.size(-1)), "tgt_mask")
         return self.decoder(x, memory, src_mask, tgt_mask, cache)
 

@@ -79,7 +79,8 @@ label(EX, 116, "each orange or blue box is wrapped", "desc", "start")
 label(EX, 135, "in a SublayerConnection:", "desc", "start")
 label(EX, 154, "LayerNorm(x + dropout(f(x)))", "shape", "start")
 label(EX, 173, "(post-norm; pre-norm: chapter 03)", "desc", "start")
-label(EX, 206, "between boxes: (batch, len, d_model)", "desc", "start")
+label(EX, 200, "embeddings up to generator:", "desc", "start")
+label(EX, 219, "(batch, len, d_model)", "desc", "start")
 
 svg = card(W, H, "The encoder-decoder Transformer, with this package's class names and the shapes of the tensors between them", """
  .name { font-size: 15px; font-weight: 600; font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; }
