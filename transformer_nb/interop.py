@@ -61,7 +61,9 @@ def _torch_norm(ours: LayerNorm) -> nn.LayerNorm:
 
 
 def _check_relu(layer):
-    if getattr(layer, "activation_relu_or_gelu", 1) != 1:
+    "Refuse a layer whose feed-forward activation is not ReLU: \"relu\", `F.relu`, `torch.relu` or an `nn.ReLU`."
+    act = layer.activation
+    if not (act is torch.nn.functional.relu or act is torch.relu or isinstance(act, nn.ReLU)):
         raise ValueError(
             "only ReLU feed-forward layers can be converted (the paper's choice); this layer uses another activation"
         )
