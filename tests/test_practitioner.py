@@ -342,7 +342,7 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     keeps is trained, not the first step's weights; a linear run refuses to be resumed for more epochs."""
     import dataclasses
     from transformer_nb.checkpoint import read_checkpoint
-    from transformer_nb.translation import TranslationConfig, train_translation, _new_model
+    from transformer_nb.translation import TranslationConfig, train_translation, _new_model, linear_end
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
     config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=5, max_tokens=100,
                                precision="fp32", schedule="linear")
@@ -354,8 +354,11 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     moved = lambda weights: (weights[w] - initial).norm().item()
     assert moved(ckpt["model"]) > 0.5 * moved(ckpt["extra"]["latest"]) > 0
     with pytest.raises(ValueError, match=r"`epochs`: the run in .* decays its learning rate to zero at the end of "
-                                         r"epoch 5; resume it with epochs=5"):
+                                         r"epoch 5, where it stopped: start a new run planned for more epochs"):
         train_translation(dataclasses.replace(config, epochs=8), pairs, pairs[:4], resume=run, progress=False)
+    ckpt["extra"]["history"] = ckpt["extra"]["history"][:3]             # as if it had stopped after epoch 3
+    torch.save(ckpt, tmp_path / "stopped.pt")
+    assert linear_end(tmp_path / "stopped.pt", config, "epochs=").endswith("; resume it with epochs=5")
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -122,8 +122,9 @@ def _add_run_args(p: argparse.ArgumentParser, what: str):
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
                    "the last finished epoch); checked before training, and never overwrites an existing file")
     p.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH with its recipe, up to --epochs; "
-                   "only --epochs, --precision (default: the saved run's) and --device apply, other recipe options "
-                   "are refused; translate needs the same --data and --train-pairs "
+                   "only --epochs, --precision (default: the saved run's) and --device apply (and, to translate's "
+                   "decoding, --beam-size and --length-penalty), other recipe options are refused; translate needs "
+                   "the same --data and --train-pairs "
                    "(saves back to PATH unless --save is given)")
     p.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
 

@@ -22,7 +22,7 @@ from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
 from .model import make_model, make_model_defaults, parameter_table, check_config
-from .translation import TranslationConfig, train_translation, recipe_from_checkpoint
+from .translation import TranslationConfig, train_translation, recipe_from_checkpoint, linear_end
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
@@ -198,8 +198,8 @@ def _translate(a: argparse.Namespace) -> int:
             saved = recipe_from_checkpoint(a.resume)
             config = replace(saved, **_resumed(a))
             if saved.schedule == "linear" and config.epochs != saved.epochs:
-                raise UsageError(f"--epochs {config.epochs}: the run in {a.resume} decays its learning rate to zero at "
-                                 f"the end of epoch {saved.epochs}; resume it with --epochs {saved.epochs}")
+                raise UsageError(f"--epochs {config.epochs}: the run in {a.resume} "
+                                 f"{linear_end(a.resume, saved, '--epochs ')}")
         train_pairs = _translate_data(a, "train")[: a.train_pairs]
         val_pairs = _translate_data(a, "val")
         tokenizer = None

@@ -25,7 +25,7 @@ from .decoding import BEAM_SIZE, LENGTH_PENALTY
 from .translator import translate, load_translator
 
 # %% auto #0
-__all__ = ['TranslationConfig', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint']
+__all__ = ['TranslationConfig', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint', 'linear_end']
 
 # %% ../nbs/09_translation.ipynb #887150f2
 @dataclass
@@ -89,8 +89,7 @@ def train_translation(
         config, planned = dataclasses.replace(saved, epochs=config.epochs, device=config.device,
                                               precision=config.precision), saved.epochs
         if saved.schedule == "linear" and config.epochs != saved.epochs:
-            raise ValueError(f"`epochs`: the run in {resume} decays its learning rate to zero at the end of epoch "
-                             f"{saved.epochs}; resume it with epochs={saved.epochs}")
+            raise ValueError(f"`epochs`: the run in {resume} {linear_end(resume, saved, 'epochs=')}")
         model, tokenizer, _ = load_translator(resume, config.device)
         check_saved_model(resume, model.config, _model_args(config, tokenizer))
     else:
@@ -161,6 +160,17 @@ def recipe_from_checkpoint(path, data: str | None = None, **changes) -> Translat
         raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
                               f"{data}): resume with the same pairs, or start a new run", ours=True)
     return saved_recipe(path, TranslationConfig, "translation", **changes)
+
+
+def linear_end(path, saved: TranslationConfig, flag: str) -> str:
+    """Why a run with the linear schedule resumes only to the epoch it planned (its learning rate is zero there), and
+    what is left to do. `flag` names the epochs the way the caller takes them: `epochs=` for a function, `--epochs`
+    and a space for the command line."""
+    done = len((read_checkpoint(path)["extra"] or {}).get("history") or [])
+    end = f"decays its learning rate to zero at the end of epoch {saved.epochs}"
+    if done < saved.epochs:
+        return f"{end}; resume it with {flag}{saved.epochs}"
+    return f"{end}, where it stopped: start a new run planned for more epochs"
 
 
 def _fingerprint(pairs) -> str:
