@@ -989,3 +989,13 @@ def test_every_seed_the_copy_recipe_accepts_trains():
     from transformer_nb.copy_task import CopyConfig, train_copy
     _, history = train_copy(CopyConfig(seed=2**63 - 1, epochs=1, batches_per_epoch=1), progress=False)
     assert len(history) == 1
+
+
+def test_decode_names_a_wrong_src_mask():
+    "decode checked tgt_mask but not src_mask: a wrong one was reported as `mask` from inside a layer."
+    from transformer_nb.model import make_model
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, dropout=0.0)
+    src, tgt = torch.tensor([[1, 5, 2]]), torch.tensor([[1]])
+    memory = model.encode(src, torch.ones(1, 1, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match=re.escape("`src_mask` of shape (1, 1, 4) does not broadcast to (1, 1, 3)")):
+        model.decode(memory, torch.ones(1, 1, 4, dtype=torch.bool), tgt, None)
