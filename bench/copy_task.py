@@ -9,11 +9,14 @@ The reference is the Annotated Transformer's `example_simple_model`: make_model(
     python bench/copy_task.py                 # 3 runs of the default recipe, 40 reference steps
     python bench/copy_task.py --runs 5 --ref-full
     python bench/copy_task.py --seeds 5       # also seeds 0-4 once each: how much the seed moves steps and seconds
+    python bench/copy_task.py --runs 0 --seeds 25 --against h=4,batch_size=64   # the default recipe against another,
+                                              # alternately on seeds 0-24 (chapter 07's comparison)
 
-The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from about 350 to
-500 steps), and so does the time.
+The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from 200 to 550
+steps over seeds 0-24), and so does the time.
 """
 import argparse
+import dataclasses
 import statistics
 import time
 
@@ -43,6 +46,26 @@ def reference_recipe(steps: int, held, seed: int = 0):
     return seconds, copy_accuracy(model, held)
 
 
+def recipe_fields(text: str) -> dict:
+    "`h=4,batch_size=64` as CopyConfig fields, each value of its field's type."
+    fields, types = {}, {f.name: f.type for f in dataclasses.fields(CopyConfig)}
+    for item in text.split(","):
+        name, _, value = item.partition("=")
+        if name not in types or name == "seed" or not value:
+            raise argparse.ArgumentTypeError(f"expected FIELD=VALUE with a CopyConfig field other than seed, got {item!r}")
+        if types[name] == "bool" and value not in ("True", "False"):
+            raise argparse.ArgumentTypeError(f"{name} is True or False, got {value!r}")
+        fields[name] = {"int": int, "float": float, "bool": lambda v: v == "True", "str": str}[types[name]](value)
+    return fields
+
+
+def seed_run(config: CopyConfig, held) -> tuple:
+    "Train one recipe; returns (steps, seconds, held-out accuracy)."
+    start = time.perf_counter()
+    _, history = train_copy(config, held_out=held, progress=False)
+    return history[-1]["step"], time.perf_counter() - start, history[-1]["accuracy"]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=3, help="runs of the default recipe (median reported)")
@@ -50,7 +73,13 @@ def main():
     p.add_argument("--ref-steps", type=int, default=40, help="reference steps to time")
     p.add_argument("--ref-full", action="store_true", help="run the reference's full 400 steps")
     p.add_argument("--seeds", type=int, default=0, help="also train seeds 0..SEEDS-1 once each (median reported)")
+    p.add_argument("--against", type=recipe_fields, default=None, metavar="FIELD=VALUE,...",
+                   help="with --seeds: also train the default recipe with these CopyConfig fields changed, "
+                        "alternately with the default on each seed")
+    p.add_argument("--no-ref", action="store_true", help="skip the Annotated Transformer's recipe")
     a = p.parse_args()
+    if a.runs < 0 or a.seeds < 0 or (a.against and not a.seeds):
+        p.error("--runs and --seeds must be at least 0, and --against needs --seeds")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     held = held_out_set()
     times, steps = [], []
@@ -61,17 +90,28 @@ def main():
         steps.append(history[-1]["step"])
         print(f"default recipe run {i + 1}: {history[-1]['accuracy']:.1%} after {steps[-1]} steps in {times[-1]:.1f} s", flush=True)
         assert history[-1]["accuracy"] == 1.0, "did not reach 100%"
-    ours = statistics.median(times)
     if a.seeds:
-        by_seed = []
+        recipes = {"default": {}, **({"against": a.against} if a.against else {})}
+        by_seed = {name: [] for name in recipes}
         for seed in range(a.seeds):
-            start = time.perf_counter()
-            _, history = train_copy(CopyConfig(seed=seed), held_out=held, progress=False)
-            by_seed.append((seed, history[-1]["step"], time.perf_counter() - start, history[-1]["accuracy"]))
-        print("seeds: " + ", ".join(f"{s}: {n} steps {t:.1f} s{'' if acc == 1 else f' ({acc:.1%})'}"
-                                    for s, n, t, acc in by_seed))
-        print(f"seeds 0-{a.seeds - 1}: median {statistics.median(t for _, _, t, _ in by_seed):.1f} s, "
-              f"{statistics.median(n for _, n, _, _ in by_seed):.0f} steps")
+            for name, fields in recipes.items():                         # alternately: the same load for both
+                by_seed[name].append(seed_run(CopyConfig(**{**fields, "seed": seed}), held))
+        for name, fields in recipes.items():
+            runs = by_seed[name]
+            steps = [n for n, _, _ in runs]
+            label = ", ".join(f"{k}={v}" for k, v in fields.items())
+            print("default recipe" if name == "default" else f"against: {label}")
+            print(f"  steps to 100%, seeds 0-{a.seeds - 1}: " + " ".join(f"{n}" for n in steps))
+            seconds = [t for _, t, _ in runs]
+            print(f"  median {statistics.median(steps):.0f} steps ({min(steps)} to {max(steps)}) and "
+                  f"{statistics.median(seconds):.2f} s; {sum(seconds) / sum(steps) * 1e3:.1f} ms a step, evaluation "
+                  f"included; {sum(acc == 1 for _, _, acc in runs)} of {a.seeds} reached 100%")
+        if a.against:
+            median = lambda name: statistics.median(t for _, t, _ in by_seed[name])
+            print(f"ratio of median seconds: against / default = {median('against') / median('default'):.2f}x")
+    if not a.runs or a.no_ref:
+        return
+    ours = statistics.median(times)
     ref_steps = 400 if a.ref_full else a.ref_steps
     ref_seconds, ref_acc = reference_recipe(ref_steps, held)
     ref_full = ref_seconds / ref_steps * 400

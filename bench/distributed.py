@@ -21,12 +21,15 @@ from transformer_nb.model import make_model
 from transformer_nb.fit import train
 from train_step import batches                               # bench/ is on sys.path: run as python bench/NAME.py
 
-TASKS = {  # name: (model arguments, description)
-    "copy": (dict(src_vocab=11, tgt_vocab=11, N=1, d_model=32, d_ff=64, h=4, dropout=0.0),
-             "copy task (CopyConfig: d_model 32, 1+1 layers, 50 batches of 64 sequences per epoch)"),
-    "translation": (dict(src_vocab=4000, tgt_vocab=4000, N=2, d_model=256, d_ff=1024, h=4, dropout=0.1),
-                    "translation-sized model (TranslationConfig: d_model 256, 2+2 layers, one shared vocabulary of 4000; "
-                    "12 batches of 64 pairs of about 15 tokens per epoch)"),
+COPY = CopyConfig()                                          # chapter 07's recipe: its model, batches and smoothing
+TASKS = {  # name: (model arguments, label smoothing, description)
+    "copy": (dict(src_vocab=COPY.vocab, tgt_vocab=COPY.vocab, N=COPY.N, d_model=COPY.d_model, d_ff=COPY.d_ff, h=COPY.h,
+                  dropout=COPY.dropout), COPY.smoothing,
+             f"copy task (CopyConfig: d_model {COPY.d_model}, {COPY.h} heads, {COPY.N}+{COPY.N} layers, "
+             f"{COPY.batches_per_epoch} batches of {COPY.batch_size} sequences per epoch)"),
+    "translation": (dict(src_vocab=4000, tgt_vocab=4000, N=2, d_model=256, d_ff=1024, h=4, dropout=0.1), 0.1,
+                    "translation-sized model (TranslationConfig's sizes: d_model 256, 2+2 layers, one shared vocabulary "
+                    "of 4000; dropout 0.1 everywhere; 12 batches of 64 pairs of about 15 tokens per epoch)"),
 }
 
 
@@ -41,10 +44,10 @@ def worker(task: str, epochs: int):
     torch.manual_seed(0)
     model = make_model(**TASKS[task][0], padding_idx=0, tie_weights=task == "translation",
                        share_embeddings=task == "translation")            # as chapter 09's recipe
-    data = (lambda e: epoch_batches(CopyConfig(), e)) if task == "copy" else translation_batches
+    data = (lambda e: epoch_batches(COPY, e)) if task == "copy" else translation_batches
     tokens = sum(b.ntokens for b in data(2))                          # every epoch has about as many
     times = []
-    train(data, model, epochs=epochs, smoothing=0.1, progress=False, world=world,
+    train(data, model, epochs=epochs, smoothing=TASKS[task][1], progress=False, world=world,
           on_epoch=lambda r: times.append(r["seconds"]))
     if world.is_main:
         per_epoch = statistics.median(b - a for a, b in zip(times, times[1:]))   # epoch 1 is warm-up
@@ -76,7 +79,7 @@ def main():
         return worker(a.worker, a.epochs)
     print(f"{os.cpu_count()} CPU cores; PyTorch {torch.__version__}")
     for task in TASKS if a.task == "all" else [a.task]:
-        print(f"\n{TASKS[task][1]}")
+        print(f"\n{TASKS[task][2]}")
         speeds = {"1x2": [], "2x1": []}
         for r in range(a.rounds):
             for mode in speeds:                                         # alternate: same machine state for both

@@ -13,7 +13,7 @@ TINY = {
                     "--lengths", "4", "--repeats", "1", "--device", "cpu"],
     "train_step.py": ["--d-model", "16", "--h", "2", "--N", "1", "--d-ff", "32", "--batch", "4", "--len", "5",
                       "--vocab", "50", "--steps", "1", "--rounds", "1"],
-    "copy_task.py": ["--runs", "1", "--ref-steps", "2", "--seeds", "1"],
+    "copy_task.py": ["--runs", "1", "--ref-steps", "2", "--seeds", "1", "--against", "h=4"],
     "distributed.py": ["--task", "copy", "--rounds", "1", "--epochs", "2"],
 }
 
