@@ -969,9 +969,10 @@ def test_train_refuses_scores_that_are_not_numbers():
 def test_a_copy_recipe_with_nothing_to_draw_is_refused_not_a_hang():
     "With 1 content symbol and at most 3 of them, every sequence is reserved: training has nothing to draw."
     from transformer_nb.copy_task import CopyConfig, train_copy, copy_sequences
+    config = CopyConfig(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1)
     with pytest.raises(ValueError, match=re.escape("vocab=4, min_symbols=1, max_symbols=3: 1,000 rounds found fewer "
-                                                   "than 64 unreserved sequences")):
-        train_copy(CopyConfig(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1), progress=False)
+                                                   f"than {config.batch_size} unreserved sequences")):
+        train_copy(config, progress=False)
     assert len(copy_sequences(5, vocab=4, max_symbols=3, reserved_only=True)) == 5     # the reserved ones exist
 
 

@@ -105,10 +105,10 @@ class CopyConfig:
     N: int = 1
     d_model: int = 32
     d_ff: int = 64
-    h: int = 4
+    h: int = 2
     dropout: float = 0.0
     pre_norm: bool = False
-    batch_size: int = 64
+    batch_size: int = 128
     batches_per_epoch: int = 50
     epochs: int = 60              # at most; training stops at target_accuracy
     factor: float = 1.0           # Noam schedule
