@@ -7,10 +7,17 @@ equal configuration and precision, measured alternately in one run.
     python bench/train_step.py --rounds 10 --pre-norm
     python bench/train_step.py --precision bf16 --paper-dropout   # ours with dropout only where the paper has it
     python bench/train_step.py --every-position    # and ours with the generator at every position, padding included
+    python bench/train_step.py --processes 5       # five fresh processes; the median ratio and its spread
+
+Timings of one process agree with each other within a few per cent, but fresh processes differ by more (memory layout,
+thread placement): by default the measurement runs in 3 fresh processes, one after the other, and the summary line
+gives the median of their ratios and the lowest and highest.
 """
 import argparse
 import copy
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -34,7 +41,7 @@ class TorchTransformerModel(nn.Module):
     def forward(self, src, tgt, src_mask, tgt_mask):
         src_pad = ~src_mask[:, 0]                                      # keep (b, 1, Ls) -> ignore (b, Ls)
         causal = keep_to_ignore(subsequent_mask(tgt.size(1), device=tgt.device)[0])  # (Lt, Lt), True = may not attend
-        tgt_pad = ~tgt_mask[:, -1]                                     # last row of the keep-mask: non-pad keys
+        tgt_pad = tgt == 0                                             # (b, Lt): the pad keys (pad id 0 here)
         out = self.transformer(self.src_embed(src), self.tgt_embed(tgt), tgt_mask=causal, src_key_padding_mask=src_pad,
                                tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad, tgt_is_causal=True)
         return self.proj(out)                                          # (b, Lt, vocab) logits
@@ -42,7 +49,7 @@ class TorchTransformerModel(nn.Module):
 
 def ours_step(model, loss_compute, b):
     "This project's way: the model's output through its generator and the closed-form LabelSmoothing."
-    _, loss = loss_compute(model(b.src, b.tgt, b.src_mask, b.tgt_mask), b.tgt_y, b.ntokens)
+    _, loss = loss_compute(model(b.src, b.tgt, b.src_mask, b.tgt_mask), b.tgt_y, b.ntokens, b.rows)
     return loss
 
 
@@ -104,7 +111,10 @@ def main():
                    "every position (padding included), to measure what leaving padding out saves")
     p.add_argument("--steps", type=int, default=5, help="steps per measurement")
     p.add_argument("--rounds", type=int, default=5, help="alternating measurements of each model")
+    p.add_argument("--processes", type=int, default=3, help="fresh processes to run the measurement in, one at a time")
     a = p.parse_args()
+    if a.processes > 1:
+        return several_processes(a.processes)
     torch.manual_seed(0)
     extra = dict(attn_dropout=0.0, ff_dropout=0.0) if a.paper_dropout else {}
     ours = make_model(a.vocab, a.vocab, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, dropout=a.dropout, pre_norm=a.pre_norm,
@@ -135,10 +145,32 @@ def main():
     med = {name: statistics.median(v) for name, v in results.items()}
     for name, v in results.items():
         print(f"{name:15s} median {med[name]:8.0f} tokens/s   (rounds: {', '.join(f'{x:.0f}' for x in v)})")
-    print(f"ratio transformer_nb / nn.Transformer ({a.precision}): {med['transformer_nb'] / med['nn.Transformer']:.2f}x")
+    print(f"ratio transformer_nb / nn.Transformer ({a.precision}): {med['transformer_nb'] / med['nn.Transformer']:.2f}x",
+          flush=True)
     if a.every_position:
         print(f"ratio transformer_nb / every position ({a.precision}): {med['transformer_nb'] / med['every position']:.2f}x"
               f"  (positions per batch {statistics.mean(b.tgt_y.numel() for b in data):.0f}, labels {tokens:.0f})")
+
+
+def several_processes(n: int):
+    "Run this script with the same arguments in `n` fresh processes, one after the other; summarise their ratios."
+    args = [x for x in sys.argv[1:]]
+    if "--processes" in args:
+        i = args.index("--processes")
+        del args[i:i + 2]
+    ratios = {}
+    for i in range(n):
+        print(f"--- process {i + 1} of {n}", flush=True)
+        out = subprocess.run([sys.executable, __file__, *args, "--processes", "1"], capture_output=True, text=True,
+                             check=True).stdout
+        print(out, end="", flush=True)
+        for line in out.splitlines():
+            if line.startswith("ratio "):
+                name = line.split(":")[0]
+                ratios.setdefault(name, []).append(float(line.split(":")[1].split("x")[0]))
+    for name, v in ratios.items():
+        print(f"{name}: median {statistics.median(v):.2f}x over {n} processes (lowest {min(v):.2f}x, "
+              f"highest {max(v):.2f}x; each: {', '.join(f'{x:.2f}' for x in v)})")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ TINY = {
     "decoding.py": ["--d-model", "16", "--N", "1", "--h", "2", "--vocab", "20", "--batch", "2", "--src-len", "5",
                     "--lengths", "4", "--repeats", "1", "--device", "cpu"],
     "train_step.py": ["--d-model", "16", "--h", "2", "--N", "1", "--d-ff", "32", "--batch", "4", "--len", "5",
-                      "--vocab", "50", "--steps", "1", "--rounds", "1"],
+                      "--vocab", "50", "--steps", "1", "--rounds", "1", "--processes", "2"],
     "copy_task.py": ["--runs", "1", "--ref-steps", "2", "--seeds", "1", "--against", "h=4"],
     "distributed.py": ["--task", "copy", "--rounds", "1", "--epochs", "2"],
 }

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .embedding import check_activations
+from .masks import subsequent_mask
 
 # %% auto #0
 __all__ = ['attention', 'check_mask', 'sdpa_attention', 'MultiHeadedAttention', 'store_attention_weights']
@@ -52,20 +53,20 @@ def check_mask(mask, shape: tuple, name: str = "mask"):
         raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
 
 # %% ../nbs/02_attention.ipynb #2f949655
-def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0):
+def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal: bool = False):
     """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights); fully masked rows give
-    zeros, as in `attention`. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
+    zeros, as in `attention`. `causal=True` (with no `mask`): query `i` attends to keys `j <= i`, by the kernel's own
+    causal mask. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
     if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 on a CPU (appendix 13): forward +
         with torch.autocast("cpu", enabled=False):                     # backward is far slower in bfloat16 than
-            out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p)   # in float32
+            out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p, causal)  # in float32
         return out.to(query.dtype)
     if mask is None:
-        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
+        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p, is_causal=causal)
+    if causal:
+        raise ValueError("give a `mask` or `causal=True`, not both")
     check_mask(mask, query.shape[:-1] + key.shape[-2:-1])
     empty = ~mask.any(dim=-1, keepdim=True)                            # (..., len_q or 1, 1): rows with no key
-    # none, on a CPU (the usual case): no guard; on a GPU, `empty.any()` would make the CPU wait for the GPU
-    if query.device.type == "cpu" and not empty.any():
-        return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | empty, dropout_p=dropout_p)
     return out.masked_fill(empty, 0.0)                                 # (..., len_q, d_v)
 
@@ -113,10 +114,11 @@ class MultiHeadedAttention(nn.Module):
             q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
 
-    def forward(self, query, key, value, mask=None, cache=None):
+    def forward(self, query, key, value, mask=None, cache=None, causal: bool = False):
         """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
-        `cache`: a `KVCache` for decoding one position at a time (chapter 06)."""
-        self._check_inputs(query, key, value, mask)
+        `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
+        `KVCache` for decoding one position at a time (chapter 06)."""
+        self._check_inputs(query, key, value, mask, causal)
         if mask is not None:
             mask = mask.unsqueeze(1)                                   # (b, 1|len_q, len_k) -> (b, 1, 1|len_q, len_k)
         if cache is not None and cache.static and cache.k is not None:
@@ -125,13 +127,18 @@ class MultiHeadedAttention(nn.Module):
             q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
             if cache is not None:
                 k, v = cache.update(k, v)                              # self-attention: earlier positions + this one
+        if causal and q.size(2) == 1:                                  # one query, the last position: every key
+            causal = False
+        elif causal and (self.store_weights or k.size(2) != q.size(2)):  # the explicit path, or a cache: a real mask
+            # the queries are the last len_q of len_k positions: (1, len_k, len_k) -> (1, len_q, len_k)
+            mask, causal = subsequent_mask(k.size(2), q.device)[:, k.size(2) - q.size(2):].unsqueeze(1), False
         if self.store_weights:
             x, self.attn = attention(q, k, v, mask, self.dropout)      # x (b, h, len_q, d_k), attn (b, h, len_q, len_k)
         else:
-            x = sdpa_attention(q, k, v, mask, self.dropout.p if self.training else 0.0)
+            x = sdpa_attention(q, k, v, mask, self.dropout.p if self.training else 0.0, causal)
         return self.w_o(self.merge_heads(x))                           # (b, len_q, d_model)
 
-    def _check_inputs(self, query, key, value, mask):
+    def _check_inputs(self, query, key, value, mask, causal):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_activations(t, self.d_model, name)
         if not query.size(0) == key.size(0) == value.size(0):
@@ -139,6 +146,8 @@ class MultiHeadedAttention(nn.Module):
                              f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
+        if mask is not None and causal:
+            raise ValueError("give a `mask` or `causal=True`, not both")
         if mask is not None:
             if mask.dim() != 3:
                 raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")

@@ -29,8 +29,13 @@ class Batch:
             self.tgt = tgt[:, :-1]                                   # decoder input: drop the last token
             self.tgt_y = tgt[:, 1:].long()                           # labels: drop the start symbol (the loss
                                                                      # gathers with int64 indices)
-            self.tgt_mask = make_std_mask(self.tgt, padding_idx)     # (batch, len - 1, len - 1)
-            self.ntokens = int((self.tgt_y != padding_idx).sum())    # labels that count in the loss
+            labelled = (self.tgt_y != padding_idx).flatten()         # (batch * (len - 1),)
+            self.rows = labelled.nonzero().squeeze(1)                # positions with a label, found once
+            self.ntokens = self.rows.numel()                         # labels that count in the loss
+            pad = tgt == padding_idx                                 # the whole target, before the shift
+            right_padded = not (pad[:, :-1] & ~pad[:, 1:]).any()     # no token after a pad in any row
+            # None: the decoder's causal mask alone (chapter 04); else (batch, len - 1, len - 1)
+            self.tgt_mask = None if right_padded else make_std_mask(self.tgt, padding_idx)
 
     def to(self, device):
         "Move every tensor of the batch to `device`."

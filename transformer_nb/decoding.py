@@ -67,7 +67,7 @@ def next_log_probs(model, memory, src_mask, ys, cache=None):
     """Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`; with a `cache`, only the last token of
     `ys` is fed."""
     if cache is None:                                                  # recompute every position, causal mask
-        out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=ys.device))  # (batch, t, d_model)
+        out = model.decode(memory, src_mask, ys, None)                 # None: causal. (batch, t, d_model)
     else:                                                              # only the new position, at its true offset
         out = model.decode(memory, src_mask, ys[:, -1:], None, cache=cache, start=ys.size(1) - 1)  # (batch, 1, d_model)
     return model.generator(out[:, -1])                                # (batch, vocab)
@@ -122,7 +122,6 @@ def _check_symbols(model, **symbols):
     if symbols.get("end_symbol") is not None and symbols["end_symbol"] == symbols["start_symbol"]:
         raise ValueError(f"`start_symbol` and `end_symbol` must differ, got {symbols['start_symbol']} for both: "
                          "every output would end before it starts")
-
 
 # %% ../nbs/06_decoding.ipynb #cce68e7d
 class KVCache:

@@ -23,7 +23,8 @@ __all__ = ['shard_batch', 'GlobalLoss', 'World', 'world_from_env']
 # %% ../nbs/10_distributed.ipynb #e37d0ab4
 def shard_batch(batch: Batch, rank: int, size: int) -> Batch:
     """Process `rank`'s part of `batch`: rows `rank, rank + size, ...` of every tensor, with this part's own counts
-    `ntokens` (label tokens) and `nsamples` (rows). A batch with fewer rows than processes leaves some parts empty."""
+    `ntokens` (label tokens), `rows` (where they are) and `nsamples` (rows). A batch with fewer rows than processes
+    leaves some parts empty."""
     if not 0 <= rank < size:
         raise ValueError(f"`rank` must be in [0, size={size}), got {rank}")
     n = batch.src.size(0)
@@ -31,10 +32,11 @@ def shard_batch(batch: Batch, rank: int, size: int) -> Batch:
     part = copy.copy(batch)
     for name, value in vars(batch).items():
         if isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == n:
-            setattr(part, name, value[rows])                           # src, src_mask, tgt, tgt_y, tgt_mask
+            setattr(part, name, value[rows])                           # src, src_mask, tgt, tgt_y (, tgt_mask)
     part.nsamples = len(rows)
     if hasattr(part, "tgt_y"):
-        part.ntokens = int((part.tgt_y != part.padding_idx).sum())
+        part.rows = (part.tgt_y != part.padding_idx).flatten().nonzero().squeeze(1)   # as Batch finds them
+        part.ntokens = part.rows.numel()
     return part
 
 # %% ../nbs/10_distributed.ipynb #ba3a8a80
@@ -45,12 +47,14 @@ class GlobalLoss:
     is their sum."""
     def __init__(self, loss_compute, world):
         self.loss_compute, self.world = loss_compute, world
+        self.takes_rows = "rows" in inspect.signature(loss_compute).parameters
 
-    def __call__(self, x, y, norm):
-        loss, loss_node = self.loss_compute(x, y, norm)                 # this part: summed loss, and sum / whole count
-        total = torch.tensor([loss], dtype=torch.float64, device=self.world.device)
+    def __call__(self, x, y, norm, rows=None):
+        given = {"rows": rows} if self.takes_rows else {}
+        loss, loss_node = self.loss_compute(x, y, norm, **given)        # this part: summed loss, and sum / whole count
+        total = torch.as_tensor(loss, dtype=torch.float64, device=self.world.device).reshape(1).clone()
         dist.all_reduce(total)                                         # every part's summed loss
-        return total.item(), loss_node * self.world.size
+        return total[0], loss_node * self.world.size                   # a tensor: read when the loop logs
 
 # %% ../nbs/10_distributed.ipynb #baede99e
 class World(SingleProcess):

@@ -17,25 +17,24 @@ __all__ = ['Embeddings', 'check_tokens', 'sinusoidal_encoding', 'check_activatio
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
     "Token embedding scaled by √d_model: ids `(batch, len)` → vectors `(batch, len, d_model)`."
-    def __init__(self, d_model: int, vocab: int, padding_idx: int | None = None, name: str = "x"):
+    def __init__(self, d_model: int, vocab: int, padding_idx: int | None = None):
         super().__init__()
-        if d_model < 1 or vocab < 1:
-            raise ValueError(f"`d_model` and `vocab` must be positive, got d_model={d_model}, vocab={vocab}")
         self.lut = nn.Embedding(vocab, d_model, padding_idx=padding_idx)  # lut = look-up table
-        self.d_model, self.vocab, self.name = d_model, vocab, name   # name: what an error calls the ids
+        self.d_model, self.vocab = d_model, vocab
 
     def forward(self, x):
-        check_tokens(x, self.vocab, self.name)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, len) -> (batch, len, d_model)
 
 # %% ../nbs/00_embedding.ipynb #84d403ab
 def check_tokens(x, vocab: int, name: str = "x"):
-    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)`."
+    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)` (on a GPU: a device-side assertion)."
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
     if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
         raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
-    if x.numel():
+    if x.is_cuda or torch.compiler.is_compiling():                     # queued on the device: nothing waits
+        torch._assert_async(((x >= 0) & (x < vocab)).all(), f"`{name}` holds token ids outside [0, {vocab})")
+    elif x.numel():
         lo, hi = (int(v) for v in torch.aminmax(x))
         if lo < 0 or hi >= vocab:
             raise ValueError(f"`{name}` holds token ids in [{lo}, {hi}], but the vocabulary has {vocab} "

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import math
 import os
@@ -36,11 +37,13 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     if accum_iter < 1:
         raise ValueError(f"`accum_iter` must be at least 1, got {accum_iter}")
     train_state = train_state if train_state is not None else TrainState()
-    cast = autocast(precision, next(model.parameters()).device)       # the same context for every batch
+    device = next(model.parameters()).device
+    cast = autocast(precision, device)                                 # the same context for every batch
+    takes_rows = "rows" in inspect.signature(loss_compute).parameters  # a loss that takes Batch.rows gets them
     model.train(train)
     total = total if total is not None else (len(data_iter) if hasattr(data_iter, "__len__") else None)
     bar = tqdm(total=total, disable=not show_progress(progress), leave=False, unit="batch", desc=mode)
-    batches, total_loss, total_tokens, record = iter(data_iter), 0.0, 0, None
+    batches, total_loss, total_tokens, last = iter(data_iter), 0.0, 0, None
     start = time.perf_counter()
     with torch.set_grad_enabled(train), bar:
         while window := list(itertools.islice(batches, accum_iter if train else 1)):   # the batches of one step
@@ -49,14 +52,19 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
                 with _no_sync(model, train and j < len(window) - 1):     # several processes: sync at the last
                     with cast:                                           # forward and loss; backward outside
                         out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
-                        loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens)
+                        rows = {"rows": getattr(batch, "rows", None)} if takes_rows else {}
+                        loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens, **rows)
                     if train:                                            # weight: the batch's share of the tokens
                         (loss_node * (batch.ntokens / max(window_tokens, 1))).backward()
-                window_loss += loss
+                window_loss = window_loss + loss                         # a tensor: it stays on the device
                 bar.update()
-            if train and not math.isfinite(window_loss):                  # stop before the step spreads it
-                raise FloatingPointError(f"the loss is {window_loss} at step {train_state.accum_step + 1}: training "
-                                         "stopped before updating the weights (check the data and the learning rate)")
+            logged = train and (train_state.accum_step + 1) % log_every == 0   # this step goes into the log
+            if device.type == "cpu" or logged:                           # read: free on a CPU, a wait on a GPU
+                window_loss = float(window_loss)
+                if train and not math.isfinite(window_loss):             # stop before the step spreads it
+                    raise FloatingPointError(f"the loss is {window_loss} at step {train_state.accum_step + 1}: "
+                                             "training stopped before this step updated the weights (check the data "
+                                             "and the learning rate)")
             total_loss, total_tokens = total_loss + window_loss, total_tokens + window_tokens
             lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0   # the rate this step uses
             if train:
@@ -64,19 +72,23 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
                 train_state.samples += sum(b.nsamples for b in window)
                 train_state.tokens += window_tokens
                 _optimizer_step(optimizer, scheduler, train_state)
-            record = dict(step=train_state.accum_step, loss=window_loss / max(window_tokens, 1),
-                          tokens_per_s=total_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}", lr=f"{lr:.2e}",
-                            refresh=False)
-            if train and train_state.accum_step % log_every == 0:
-                train_state.history.append(record)
-    if train and record and (not train_state.history or train_state.history[-1] is not record) and total_tokens:
-        train_state.history.append(record)                               # and the last step
+            last = (window_loss, window_tokens, lr)
+            if isinstance(window_loss, float):                           # read above: show it, and log it
+                record = _record(train_state, *last, total_tokens, start)
+                bar.set_postfix(loss=f"{record['loss']:.3f}", tok_s=f"{record['tokens_per_s']:.0f}",
+                                lr=f"{lr:.2e}", refresh=False)
+                if logged:
+                    train_state.history.append(record)
+    if train and last is not None and not logged and total_tokens:       # and the last step
+        train_state.history.append(_record(train_state, float(last[0]), *last[1:], total_tokens, start))
+    total_loss = float(total_loss)
+    if train and not math.isfinite(total_loss):                          # a step between two reads (on a GPU)
+        raise FloatingPointError(f"the epoch's loss is {total_loss}: a step since the last check was not finite")
     return total_loss / max(total_tokens, 1), train_state
 
 # %% ../nbs/05_training.ipynb #979fd6b2
 #| code-fold: true
-#| code-summary: Show the code (train state, progress bar, optimizer step)
+#| code-summary: Show the code (train state, progress bar, log record, optimizer step)
 @dataclass
 class TrainState:
     "Running totals across epochs, and a log of `{step, loss, tokens_per_s, lr}` records."
@@ -96,6 +108,12 @@ def show_progress(progress: bool | None = None) -> bool:
         return False
     shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
     return getattr(shell, "kernel", None) is not None or sys.stderr.isatty()
+
+
+def _record(train_state, loss: float, tokens: int, lr: float, total_tokens: int, start: float) -> dict:
+    "One line of the log: the step, its loss per token, the epoch's tokens per second so far, the learning rate."
+    return dict(step=train_state.accum_step, loss=loss / max(tokens, 1),
+                tokens_per_s=total_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
 
 
 def _no_sync(model, inner: bool):

@@ -88,12 +88,13 @@ class DecoderLayer(nn.Module):
         self.sublayer = nn.ModuleList(SublayerConnection(size, dropout, pre_norm, bias) for _ in range(3))
         self.size, self.pre_norm = size, pre_norm
 
-    def forward(self, x, memory, src_mask, tgt_mask, cache: dict | None = None):
+    def forward(self, x, memory, src_mask, tgt_mask=None, cache: dict | None = None):
         """`x` `(b, len_tgt, d_model)`, `memory` `(b, len_src, d_model)`, `src_mask` `(b, 1, len_src)`, `tgt_mask` `(b,
-        len_tgt, len_tgt)`."""
+        len_tgt, len_tgt)` or None: causal masking alone."""
         # {"self": KVCache, "src": KVCache}: chapter 06
         cache = cache or {}
-        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache.get("self")))
+        causal = tgt_mask is None                                # the kernel's own causal mask (chapter 02)
+        x = self.sublayer[0](x, lambda x: self.self_attn(x, x, x, tgt_mask, cache.get("self"), causal=causal))
         # queries: decoder; keys, values: encoder
         x = self.sublayer[1](x, lambda x: self.src_attn(x, memory, memory, src_mask, cache.get("src")))
         return self.sublayer[2](x, self.feed_forward)
@@ -134,7 +135,7 @@ class Decoder(nn.Module):
         self.layers = clones(layer, N)
         self.norm = _final_norm(layer, final_norm)
 
-    def forward(self, x, memory, src_mask, tgt_mask, cache: list | None = None):
+    def forward(self, x, memory, src_mask, tgt_mask=None, cache: list | None = None):
         "`cache`: one dict of `KVCache` objects per layer, for decoding one position at a time (chapter 06)."
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[i])

@@ -66,21 +66,24 @@ class LabelSmoothing(nn.Module):
 
 # %% ../nbs/05_training.ipynb #7ec03bf9
 class SimpleLossCompute:
-    """Generator + criterion; returns `(summed loss as a float, loss / norm as a tensor for backward)`. Positions whose
-    label is the criterion's `padding_idx` (as in `LabelSmoothing`) never reach the generator; with a criterion that
-    has none, every position does."""
+    """Generator + criterion; returns `(summed loss in float64, loss / norm for backward)`, both tensors. Positions whose label is
+    the criterion's `padding_idx` (as in `LabelSmoothing`) never reach the generator; with a criterion that has none,
+    every position does."""
     def __init__(self, generator: nn.Module, criterion: nn.Module):
         self.generator, self.criterion = generator, criterion
         self.padding_idx = getattr(criterion, "padding_idx", None)
 
-    def __call__(self, x, y, norm):
+    def __call__(self, x, y, norm, rows=None):
+        """`x` `(batch, len, d_model)`, labels `y` `(batch, len)`, `norm` the count to divide by; `rows`: the flattened
+        positions whose label counts (`Batch.rows`), found from `y` if not given."""
         x, y = x.reshape(-1, x.size(-1)), y.reshape(-1)                 # (batch*len, d_model), (batch*len,)
         if x.size(0) != y.size(0):
             raise ValueError(f"`x` (..., d_model) and the labels `y` must have as many positions, got "
                              f"{x.size(0)} and {y.size(0)}")
         if self.padding_idx is not None:
-            keep = y != self.padding_idx                                # labels that count
-            x, y = x[keep], y[keep]                                     # (ntokens, d_model), (ntokens,)
+            if rows is None:
+                rows = (y != self.padding_idx).nonzero().squeeze(1)     # labels that count
+            x, y = x[rows], y[rows]                                     # (ntokens, d_model), (ntokens,)
         norm = max(norm, 1)                       # a batch of padding only: loss 0, not 0/0
         loss = self.criterion(self.generator(x), y) / norm             # generator: (ntokens, vocab)
-        return loss.item() * norm, loss
+        return loss.detach().double() * norm, loss                    # the sum in float64: totals stay exact

@@ -11,7 +11,7 @@ import inspect
 import torch
 from torch import nn
 
-from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding
+from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding, check_tokens
 from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
@@ -32,18 +32,18 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src, src_mask):
         "`src` `(batch, len_src)` ids, `src_mask` `(batch, 1, len_src)` → memory `(batch, len_src, d_model)`."
-        x = self.src_embed(src)                             # checks the ids once (make_model names them "src")
+        check_tokens(src, self.src_embed[0].vocab, "src")              # where the ids enter: once (chapter 00)
         check_mask(src_mask, (src.size(0), 1, src.size(-1)), "src_mask")
-        return self.encoder(x, src_mask)
+        return self.encoder(self.src_embed(src), src_mask)
 
-    def decode(self, memory, src_mask, tgt, tgt_mask, cache: list | None = None, start: int = 0):
-        """`tgt` `(batch, len_tgt)` ids, `tgt_mask` `(batch, len_tgt, len_tgt)` → `(batch, len_tgt, d_model)`.
-        For incremental decoding (chapter 06), `tgt` holds only new tokens at positions `start, start+1, ...` and
-        `cache` the decoder's `KVCache` objects."""
-        x = self.embed_tgt(tgt, start)
+    def decode(self, memory, src_mask, tgt, tgt_mask=None, cache: list | None = None, start: int = 0):
+        """`tgt` `(batch, len_tgt)` ids, `tgt_mask` `(batch, len_tgt, len_tgt)` or None (causal masking alone, chapter
+        03) → `(batch, len_tgt, d_model)`. For incremental decoding (chapter 06), `tgt` holds only new tokens at
+        positions `start, start+1, ...` and `cache` the decoder's `KVCache` objects."""
+        check_tokens(tgt, self.tgt_embed[0].vocab, "tgt")
         check_mask(src_mask, (tgt.size(0), 1, memory.size(1)), "src_mask")
         check_mask(tgt_mask, (tgt.size(0), tgt.size(-1), tgt.size(-1)), "tgt_mask")
-        return self.decoder(x, memory, src_mask, tgt_mask, cache)
+        return self.decoder(self.embed_tgt(tgt, start), memory, src_mask, tgt_mask, cache)
 
     def embed_tgt(self, tgt, start: int = 0):
         "Target embedding plus the positional encoding of positions `start, start+1, ...`."
@@ -52,7 +52,7 @@ class EncoderDecoder(nn.Module):
         embed, position = self.tgt_embed                    # nn.Sequential(Embeddings, positional encoding)
         return position(embed(tgt), start=start)
 
-    def forward(self, src, tgt, src_mask, tgt_mask):
+    def forward(self, src, tgt, src_mask, tgt_mask=None):
         """Encode `src`, decode `tgt` against it; returns decoder vectors `(batch, len_tgt, d_model)` (apply `generator`
         for log-probabilities)."""
         if src.dim() != 2 or tgt.dim() != 2 or src.size(0) != tgt.size(0):
@@ -93,8 +93,8 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     ff = PositionwiseFeedForward(d_model, d_ff, dropout if ff_dropout is None else ff_dropout, bias)
     Position = LearnedPositionalEncoding if learned_pos else PositionalEncoding
     position = Position(d_model, dropout, max_positions)
-    src_emb = Embeddings(d_model, src_vocab, padding_idx, name="src")
-    tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx, name="tgt")   # sized by the *target* vocabulary
+    src_emb = Embeddings(d_model, src_vocab, padding_idx)
+    tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx)      # sized by the *target* vocabulary
     model = EncoderDecoder(
         Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),
         Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),

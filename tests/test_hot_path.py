@@ -1,0 +1,141 @@
+"""The hot path: a training step's forward + loss and one cached decoding step read no tensor value on the host, so
+`torch.compile` traces each as one graph and a GPU never waits for the CPU; the fast forms (causal masking alone, the
+loss at `Batch.rows`) give what the explicit forms give. CPU tests; the CUDA ones are skipped without a GPU."""
+import pytest
+import torch
+import torch._dynamo as dynamo
+from hypothesis import given, settings, strategies as st
+
+from transformer_nb.batch import Batch
+from transformer_nb.decoding import init_cache, next_log_probs, greedy_decode
+from transformer_nb.embedding import check_tokens
+from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
+from transformer_nb.masks import make_std_mask
+from transformer_nb.model import make_model
+
+PAD, BOS, EOS, V = 0, 1, 2, 20
+
+
+def right_padded(n, width, gen, low=1):
+    "`n` rows of token ids, each padded at its end to `width`."
+    x = torch.randint(3, V, (n, width), generator=gen)
+    x[:, 0] = BOS
+    lengths = torch.randint(low, width + 1, (n,), generator=gen)
+    x[torch.arange(width) >= lengths.unsqueeze(1)] = PAD
+    return x
+
+
+def setup(seed=0, pre_norm=False):
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = make_model(V, V, N=2, d_model=32, d_ff=64, h=4, dropout=0.0, padding_idx=PAD, pre_norm=pre_norm)
+    batch = Batch(right_padded(4, 9, gen), right_padded(4, 8, gen, low=2), PAD)
+    return model, batch, SimpleLossCompute(model.generator, LabelSmoothing(V, PAD, 0.1))
+
+
+def train_forward(model, loss_compute, batch):
+    out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
+    return loss_compute(out, batch.tgt_y, batch.ntokens, batch.rows)[1]
+
+
+def test_training_forward_and_loss_trace_as_one_graph():
+    model, batch, loss_compute = setup()
+    assert batch.tgt_mask is None                                      # right-padded: causal masking alone
+    dynamo.reset()
+    e = dynamo.explain(train_forward)(model, loss_compute, batch)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), [str(r.reason)[:200] for r in e.break_reasons]
+
+
+def test_a_cached_decoding_step_traces_as_one_graph():
+    model, batch, _ = setup()
+    model.eval()
+    with torch.no_grad():
+        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model)
+        ys = torch.full((4, 1), BOS)
+        ys = torch.cat([ys, next_log_probs(model, memory, batch.src_mask, ys, cache).argmax(-1, keepdim=True)], 1)
+        dynamo.reset()
+        e = dynamo.explain(next_log_probs)(model, memory, batch.src_mask, ys, cache)
+    assert (e.graph_count, e.graph_break_count) == (1, 0), [str(r.reason)[:200] for r in e.break_reasons]
+
+
+def test_compiled_training_step_equals_eager():
+    "fullgraph=True fails on any graph break; the compiled loss and gradients equal the eager ones."
+    model, batch, loss_compute = setup(1)
+    eager = train_forward(model, loss_compute, batch)
+    grads = torch.autograd.grad(eager, list(model.parameters()))
+    compiled = torch.compile(train_forward, fullgraph=True, backend="aot_eager")(model, loss_compute, batch)
+    torch.testing.assert_close(compiled, eager)
+    for g, h in zip(torch.autograd.grad(compiled, list(model.parameters())), grads):
+        torch.testing.assert_close(g, h)
+
+
+def test_token_check_inside_a_compiled_model_still_refuses_bad_ids():
+    f = torch.compile(lambda x: check_tokens(x, V, "src") or x + 1, fullgraph=True, backend="eager")
+    assert f(torch.tensor([[1, 2]])).tolist() == [[2, 3]]
+    with pytest.raises(RuntimeError, match=r"`src` holds token ids outside \[0, 20\)"):
+        f(torch.tensor([[1, V]]))
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), pre_norm=st.booleans())
+def test_causal_masking_alone_equals_the_full_decoder_mask_at_every_real_position(seed, pre_norm):
+    """`tgt_mask=None` (the kernel's causal mask) against make_std_mask's: the same output at every non-pad target
+    position, and the same loss and gradients, bit for bit."""
+    model, batch, loss_compute = setup(seed, pre_norm)
+    dense = make_std_mask(batch.tgt, PAD)
+    real = batch.tgt != PAD
+    fast, full = model(batch.src, batch.tgt, batch.src_mask), model(batch.src, batch.tgt, batch.src_mask, dense)
+    torch.testing.assert_close(fast[real], full[real], rtol=0, atol=1e-5)
+    loss_fast = loss_compute(fast, batch.tgt_y, batch.ntokens, batch.rows)[1]
+    loss_full = loss_compute(full, batch.tgt_y, batch.ntokens)[1]      # rows found from the labels
+    torch.testing.assert_close(loss_fast, loss_full, rtol=0, atol=1e-6)
+    for g, h in zip(torch.autograd.grad(loss_fast, list(model.parameters()), allow_unused=True),
+                    torch.autograd.grad(loss_full, list(model.parameters()), allow_unused=True)):
+        if g is not None:
+            torch.testing.assert_close(g, h, rtol=0, atol=1e-5)
+
+
+def test_a_target_with_padding_before_a_token_keeps_the_full_mask():
+    src = torch.tensor([[BOS, 5, EOS], [BOS, 6, EOS]])
+    left = Batch(src, torch.tensor([[BOS, 5, 6, EOS], [PAD, BOS, 6, EOS]]), PAD)
+    assert left.tgt_mask is not None and torch.equal(left.tgt_mask, make_std_mask(left.tgt, PAD))
+    assert left.rows.tolist() == [0, 1, 2, 3, 4, 5] and left.ntokens == 6         # BOS is a label here
+
+
+def test_greedy_decoding_with_and_without_the_cache_agree():
+    model, batch, _ = setup(3)
+    kw = dict(max_length=8, start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
+    assert torch.equal(greedy_decode(model, batch.src, batch.src_mask, use_cache=True, **kw),
+                       greedy_decode(model, batch.src, batch.src_mask, use_cache=False, **kw))
+
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@CUDA
+def test_cuda_training_forward_backward_never_waits_for_the_gpu():
+    "Forward, loss (at Batch.rows) and backward queue work only: any host-device synchronisation raises."
+    model, batch, loss_compute = setup()
+    model, batch = model.cuda(), batch.to("cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        train_forward(model, loss_compute, batch).backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@CUDA
+def test_cuda_cached_decoding_step_never_waits_for_the_gpu():
+    model, batch, _ = setup()
+    model, batch = model.cuda().eval(), batch.to("cuda")
+    with torch.no_grad():
+        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model)
+        ys = torch.full((4, 1), BOS, device="cuda")
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for _ in range(3):
+                ys = torch.cat([ys, next_log_probs(model, memory, batch.src_mask, ys, cache).argmax(-1, keepdim=True)], 1)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
