@@ -66,7 +66,7 @@ class LabelSmoothing(nn.Module):
 
 # %% ../nbs/05_training.ipynb #7ec03bf9
 class SimpleLossCompute:
-    """Generator + criterion; returns `(summed loss in float64, loss / norm for backward)`, both tensors. Positions whose label is
+    """Generator + criterion; returns `(summed loss in float64, loss / norm for backward)`. Positions whose label is
     the criterion's `padding_idx` (as in `LabelSmoothing`) never reach the generator; with a criterion that has none,
     every position does."""
     def __init__(self, generator: nn.Module, criterion: nn.Module):
