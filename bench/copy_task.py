@@ -12,7 +12,7 @@ The reference is the Annotated Transformer's `example_simple_model`: make_model(
     python bench/copy_task.py --runs 0 --seeds 25 --against h=4,batch_size=64   # the default recipe against another,
                                               # alternately on seeds 0-24 (chapter 07's comparison)
 
-The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from 200 to 550
+The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from 200 to 700
 steps over seeds 0-24), and so does the time.
 """
 import argparse

@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from .embedding import PositionalEncoding, LearnedPositionalEncoding
-from .masks import subsequent_mask
 from .precision import autocast
 
 # %% auto #0
