@@ -332,11 +332,17 @@ def test_a_tiny_file_declaring_a_huge_tensor_is_refused_before_it_is_read(tmp_pa
     from transformer_nb.checkpoint import CheckpointError, read_checkpoint, save_checkpoint
     save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
     ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
-    ckpt["model"]["encoder.layers.0.self_attn.w_q.weight"] = torch.zeros(1).expand(2**34, 16)
+    ckpt["model"]["encoder.layers.0.self_attn.w_qkv.weight"] = torch.zeros(1).expand(2**34, 16)
     torch.save(ckpt, tmp_path / "huge.pt")
     assert (tmp_path / "huge.pt").stat().st_size < 100_000
-    with pytest.raises(CheckpointError, match=r"w_q.weight has shape \(17179869184, 16\), the config needs \(16, 16\)"):
+    with pytest.raises(CheckpointError, match=r"w_qkv.weight has shape \(17179869184, 16\), the config needs \(48, 16\)"):
         read_checkpoint(tmp_path / "huge.pt")
+    # the same in format 2, whose separate W^Q, W^K, W^V are stacked when read: checked before anything is stacked
+    stacked = ckpt["model"].pop("encoder.layers.0.self_attn.w_qkv.weight")
+    ckpt["model"].update({f"encoder.layers.0.self_attn.w_{n}.weight": stacked for n in "qkv"})
+    torch.save({**ckpt, "format": "transformer-nb checkpoint 2"}, tmp_path / "huge2.pt")
+    with pytest.raises(CheckpointError, match=r"w_q.weight has shape \(17179869184, 16\), the config needs \(16, 16\)"):
+        read_checkpoint(tmp_path / "huge2.pt")
 
 
 @pytest.mark.parametrize("alpha", [1e308, -0.5, float("nan"), float("inf"), "0.6", None, True])
@@ -918,7 +924,7 @@ TAMPERED = [
     ("optimizer a string", _put("optimizer", "abc"), "its optimizer state does not fit this run (the state has other entries)"),
     ("optimizer lr a string", _put("optimizer", "param_groups", 0, "lr", "x"), "['param_groups'][0]['lr'] is 'x'"),
     ("optimizer betas a string", _put("optimizer", "param_groups", 0, "betas", "x"), "['betas'] is not a list of 2"),
-    ("optimizer moment of another shape", _put("optimizer", "state", 0, "exp_avg", torch.zeros(3)), "parameter 0's exp_avg has shape (3,), not (32, 32)"),
+    ("optimizer moment of another shape", _put("optimizer", "state", 0, "exp_avg", torch.zeros(3)), "parameter 0's exp_avg has shape (3,), not (96, 32)"),
     ("optimizer step a string", _put("optimizer", "state", 0, "step", "x"), "its optimizer state does not fit this run"),
     ("scheduler a list", _put("scheduler", [1]), "its scheduler state does not fit this run"),
     ("scheduler at step -100", _put("scheduler", "last_epoch", -100), "its scheduler stands at step -100, its train_state at 2"),

@@ -7,7 +7,8 @@ import torch._dynamo as dynamo
 from hypothesis import given, settings, strategies as st
 
 from transformer_nb.batch import Batch
-from transformer_nb.decoding import init_cache, next_log_probs, greedy_decode
+import transformer_nb.decoding as decoding
+from transformer_nb.decoding import init_cache, next_log_probs, greedy_decode, beam_search
 from transformer_nb.embedding import check_tokens
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
 from transformer_nb.masks import make_std_mask
@@ -107,6 +108,50 @@ def test_greedy_decoding_with_and_without_the_cache_agree():
     kw = dict(max_length=8, start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
     assert torch.equal(greedy_decode(model, batch.src, batch.src_mask, use_cache=True, **kw),
                        greedy_decode(model, batch.src, batch.src_mask, use_cache=False, **kw))
+
+
+def early_ending_model(seed: int):
+    "A small model whose end symbol is likely enough that the rows of a batch end at different steps."
+    torch.manual_seed(seed)
+    model = make_model(V, V, N=1, d_model=16, d_ff=32, h=2, padding_idx=PAD).eval()
+    with torch.no_grad():
+        model.generator.proj.bias[EOS] = 1.5
+    return model, torch.randint(3, V, (8, 7))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_decoders_asking_every_few_steps_whether_all_rows_ended_give_the_same_output(seed, monkeypatch):
+    """On a GPU the decoders read "has every row ended?" only every few steps (a read waits for the GPU); the steps
+    they run past the end change nothing: the same tokens, lengths and scores as asking every step."""
+    model, src = early_ending_model(seed)
+    mask, kw = (src != PAD).unsqueeze(1), dict(max_length=20, start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
+    runs = {}
+    for every in (1, 5):
+        monkeypatch.setattr(decoding, "_check_every", lambda device, every=every: every)
+        beams = [beam_search(model, src, mask, beam_size=k, return_scores=True, **kw) for k in (1, 3)]
+        runs[every] = [greedy_decode(model, src, mask, **kw)] + [x for beam in beams for x in beam]
+    greedy = runs[1][0]
+    assert greedy.size(1) < 20                                    # every row ended before max_length ...
+    assert len({int((row == EOS).nonzero()[0]) for row in greedy}) > 1   # ... at different steps
+    for a, b in zip(runs[1], runs[5]):                            # greedy; beam 1 tokens, scores; beam 3 ...
+        assert torch.equal(a, b)
+
+
+def test_train_with_compile_trains_the_same_model_and_saves_its_plain_weights(tmp_path):
+    "`train(compile=...)`: the same losses as eager (to rounding), and a checkpoint of the model itself, not the wrapper."
+    from transformer_nb.checkpoint import read_checkpoint
+    from transformer_nb.fit import train
+    histories = {}
+    for backend in (False, "aot_eager"):                          # aot_eager: traced and compiled, no C++ compiler
+        model, batch, _ = setup(5)
+        histories[backend] = train([batch] * 3, model, epochs=2, compile=backend, progress=False,
+                                   save=tmp_path / f"{backend}.pt")
+    for eager, compiled in zip(*histories.values()):
+        assert compiled["loss"] == pytest.approx(eager["loss"], rel=1e-5)
+    assert set(read_checkpoint(tmp_path / "aot_eager.pt")["model"]) == set(model.state_dict())
+    for bad in ("", 1, None):
+        with pytest.raises(TypeError, match="`compile` must be True, False or the name of a torch.compile backend"):
+            train([batch], model, epochs=1, compile=bad)
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

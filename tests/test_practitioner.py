@@ -90,7 +90,7 @@ def test_a_kill_during_a_save_keeps_the_previous_checkpoint(tmp_path, sig):
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     again = model_from_checkpoint(path)                                # the previous checkpoint, whole
-    assert again.config["N"] == 1
+    assert again.config.N == 1
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
     leftovers = list(tmp_path.glob(".model.pt.*.tmp"))
     assert len(leftovers) == (1 if sig == signal.SIGKILL else 0)       # SIGKILL allows no clean-up; Ctrl-C does
@@ -400,8 +400,39 @@ def test_a_checkpoint_of_another_format_is_refused_in_one_line(tmp_path):
         torch.save(old, path)
         with pytest.raises(CheckpointError) as e:
             read_checkpoint(path)
-        assert says in str(e.value) and f"this version reads {CHECKPOINT_FORMAT!r}" in str(e.value), str(e.value)
+        assert says in str(e.value) and f"this version reads 'transformer-nb checkpoint 2' and {CHECKPOINT_FORMAT!r}" \
+            in str(e.value), str(e.value)
         assert "\n" not in str(e.value)
+
+
+def test_a_checkpoint_from_before_qkv_were_stacked_still_loads(tmp_path):
+    """Format 2 kept W^Q, W^K, W^V as separate `w_q`, `w_k`, `w_v`: its weights load into the stacked `w_qkv` and the
+    model computes the same outputs; its optimizer state, laid out for the separate tensors, is refused in one line."""
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.resume import load_checkpoint
+    from transformer_nb.schedule import noam_optimizer
+    torch.manual_seed(0)
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    optimizer, scheduler = noam_optimizer(model)
+    path = tmp_path / "new.pt"
+    save_checkpoint(path, model, optimizer, scheduler)
+    ckpt = torch.load(path, weights_only=True)
+    old = {}
+    for key, t in ckpt["model"].items():                          # the layout format 2 wrote
+        if ".w_qkv." in key:
+            old.update({key.replace("w_qkv", f"w_{n}"): part for n, part in zip("qkv", t.chunk(3))})
+        else:
+            old[key] = t
+    assert len(old) > len(ckpt["model"])
+    torch.save({**ckpt, "format": "transformer-nb checkpoint 2", "model": old}, tmp_path / "old.pt")
+    loaded = model_from_checkpoint(tmp_path / "old.pt")
+    for key, t in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], t), key
+    src, tgt = torch.randint(1, 10, (2, 5)), torch.randint(1, 10, (2, 4))
+    assert torch.equal(loaded(src, tgt, None), model.eval()(src, tgt, None))
+    fresh = make_model(loaded.config)
+    with pytest.raises(CheckpointError, match="its optimizer state does not; start a new run from them"):
+        load_checkpoint(tmp_path / "old.pt", fresh, *noam_optimizer(fresh))
 
 
 def test_train_runs_a_model_of_another_kind_through_its_protocol(tmp_path):

@@ -15,7 +15,7 @@ from .embedding import check_activations
 from .masks import subsequent_mask
 
 # %% auto #0
-__all__ = ['attention', 'check_mask', 'sdpa_attention', 'MultiHeadedAttention', 'store_attention_weights']
+__all__ = ['attention', 'check_mask', 'sdpa_attention', 'MultiHeadedAttention', 'stack_qkv', 'store_attention_weights']
 
 # %% ../nbs/02_attention.ipynb #41e92ff3
 def attention(query, key, value, mask=None, dropout=None):
@@ -71,12 +71,6 @@ def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal:
     return out.masked_fill(empty, 0.0)                                 # (..., len_q, d_v)
 
 
-def _stacked(*linears):
-    "The weights (and biases, if any) of several `nn.Linear`s stacked into one, for one matrix multiplication."
-    bias = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])
-    return torch.cat([lin.weight for lin in linears]), bias
-
-
 class MultiHeadedAttention(nn.Module):
     """Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`:
     projections without biases."""
@@ -86,8 +80,8 @@ class MultiHeadedAttention(nn.Module):
             raise ValueError(f"d_model={d_model} must be divisible by the number of heads h={h} "
                              f"(each head gets d_k = d_model / h dimensions)")
         self.h, self.d_model, self.d_k = h, d_model, d_model // h
-        lin = lambda: nn.Linear(d_model, d_model, bias=bias)
-        self.w_q, self.w_k, self.w_v, self.w_o = lin(), lin(), lin(), lin()   # W^Q, W^K, W^V, W^O
+        self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)        # W^Q, W^K, W^V stacked: (3*d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)              # W^O
         self.dropout = nn.Dropout(p=dropout)
         self.store_weights = False   # True: explicit path, weights kept in `self.attn`
         self.attn = None
@@ -104,15 +98,19 @@ class MultiHeadedAttention(nn.Module):
 
     def project(self, query, key, value):
         "Project and split into heads: `(b, len, d_model)` → `(b, h, len, d_k)` each; shared inputs share one matmul."
-        if query is key and key is value:                              # self-attention: W^Q, W^K, W^V stacked
-            w, b = _stacked(self.w_q, self.w_k, self.w_v)              # w (3*d_model, d_model)
-            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)           # (b, l, 3*d_model) -> 3 x (b, l, d_model)
-        elif key is value:                                             # cross-attention: W^K, W^V stacked
-            q = self.w_q(query)
-            k, v = F.linear(key, *_stacked(self.w_k, self.w_v)).chunk(2, dim=-1)
+        if query is key and key is value:                              # self-attention: one matrix product
+            q, k, v = self.w_qkv(query).chunk(3, dim=-1)               # (b, l, 3*d_model) -> 3 x (b, l, d_model)
+        elif key is value:                                             # cross-attention: W^Q; then W^K, W^V at once
+            q, (k, v) = self.projection(query, "q"), self.projection(key, "kv").chunk(2, dim=-1)
         else:
-            q, k, v = self.w_q(query), self.w_k(key), self.w_v(value)
+            q, k, v = self.projection(query, "q"), self.projection(key, "k"), self.projection(value, "v")
         return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def projection(self, x, which: str):
+        "`x` through `which` of the stacked projections ('q', 'k', 'v' or 'kv'): rows of the one weight, not copied."
+        first, last = {"q": (0, 1), "k": (1, 2), "v": (2, 3), "kv": (1, 3)}[which]
+        rows, bias = slice(first * self.d_model, last * self.d_model), self.w_qkv.bias
+        return F.linear(x, self.w_qkv.weight[rows], None if bias is None else bias[rows])
 
     def forward(self, query, key, value, mask=None, cache=None, causal: bool = False):
         """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
@@ -122,7 +120,7 @@ class MultiHeadedAttention(nn.Module):
         if mask is not None:
             mask = mask.unsqueeze(1)                                   # (b, 1|len_q, len_k) -> (b, 1, 1|len_q, len_k)
         if cache is not None and cache.static and cache.k is not None:
-            q, (k, v) = self.split_heads(self.w_q(query)), (cache.k, cache.v)  # cross-attention: memory projected once
+            q, (k, v) = self.split_heads(self.projection(query, "q")), (cache.k, cache.v)  # cross: memory done once
         else:
             q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
             if cache is not None:
@@ -152,6 +150,23 @@ class MultiHeadedAttention(nn.Module):
             if mask.dim() != 3:
                 raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")
             check_mask(mask, (query.size(0), query.size(1), key.size(1)))
+
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        stack_qkv(state_dict, prefix)                                  # weights saved before W^Q, W^K, W^V were stacked
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+
+def stack_qkv(state_dict: dict, prefix: str | None = None) -> dict:
+    """Rewrite, in place, the separate `w_q`, `w_k`, `w_v` of a state dict saved before this package stacked them into
+    one `w_qkv` (of the attention at `prefix`, or of every attention); returns `state_dict`."""
+    old = [key[: -len("w_q.weight")] for key in state_dict if isinstance(key, str) and key.endswith("w_q.weight")]
+    for p in {prefix} if prefix is not None else old:
+        for kind in ("weight", "bias"):
+            parts = [f"{p}w_{name}.{kind}" for name in "qkv"]
+            if all(key in state_dict for key in parts):
+                state_dict[f"{p}w_qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in parts])   # rows Q, K, V
+    return state_dict
 
 
 def store_attention_weights(model: nn.Module, enabled: bool = True):

@@ -6,16 +6,18 @@ before anything is built (appendix 12)."""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 from .files import atomic_write
-from .model import make_model, make_model_defaults, check_config
+from .attention import stack_qkv
+from .model import ModelConfig, make_model, make_model_defaults
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
@@ -37,7 +39,7 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
     checkpoint = {
         "format": CHECKPOINT_FORMAT,
         "kind": kind,
-        "config": dict(model.config),
+        "config": asdict(model.config),                 # a plain dict: the safe loader reads it
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
@@ -49,7 +51,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
     atomic_write(path, lambda f: torch.save(checkpoint, f))
 
 
-CHECKPOINT_FORMAT = "transformer-nb checkpoint 2"   # 2: the positional table's size is `max_positions`
+CHECKPOINT_FORMAT = "transformer-nb checkpoint 3"   # 3: W^Q, W^K, W^V stacked in one `w_qkv` (chapter 02)
+READABLE_FORMATS = ("transformer-nb checkpoint 2", CHECKPOINT_FORMAT)   # 2: the same model, W^Q, W^K, W^V apart
 _PLAIN = (type(None), bool, int, float, str, torch.Tensor)
 
 
@@ -108,9 +111,10 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
         or not isinstance(ckpt.get("model"), dict)
     ):
         raise CheckpointError(path, "it holds no `config` and `model` entries")
-    if ckpt.get("format") != CHECKPOINT_FORMAT:                           # an earlier version's file, or none
+    if ckpt.get("format") not in READABLE_FORMATS:                        # an earlier version's file, or none
         saved = f"its format is {ckpt['format']!r}" if "format" in ckpt else "it names no format"
-        raise CheckpointError(path, f"{saved}; this version reads {CHECKPOINT_FORMAT!r}", ours=True)
+        raise CheckpointError(path, f"{saved}; this version reads {' and '.join(map(repr, READABLE_FORMATS))}",
+                              ours=True)
     saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
         raise CheckpointError(path, f"a checkpoint of a {saved_kind} model, not of a {kind} model", ours=True)
@@ -148,32 +152,38 @@ def _load_error(e: Exception, path: Path) -> str:
 
 
 def _check_config_against_weights(config: dict, weights: dict):
-    "Cheap checks first (no model is built until the config is known to match the saved tensors)."
+    """Cheap checks first (no model is built until the config is known to match the saved tensors). Format 2's separate
+    W^Q, W^K, W^V (chapter 02) are stacked in `weights` once their shapes are checked."""
     defaults = make_model_defaults()
     unknown = set(config) - set(defaults) - {"src_vocab", "tgt_vocab"}
     if unknown:
         raise ValueError(f"unknown config fields {sorted(unknown)}")
     if not {"src_vocab", "tgt_vocab"} <= set(config):
         raise ValueError("the config lacks src_vocab or tgt_vocab")
-    config = {**defaults, **config}
-    check_config(config)
+    config = ModelConfig(**config)                                        # every field checked
     if not all(isinstance(t, torch.Tensor) for t in weights.values()):
         raise ValueError("`model` holds something other than tensors")
     if not all(isinstance(k, str) for k in weights):
         raise ValueError(f"`model` has a key {next(k for k in weights if not isinstance(k, str))!r} that is not a name")
-    expect = {"src_embed.0.lut.weight": (config["src_vocab"], config["d_model"]),
-              "tgt_embed.0.lut.weight": (config["tgt_vocab"], config["d_model"]),
-              "encoder.layers.0.feed_forward.w_1.weight": (config["d_ff"], config["d_model"])}
+    d = config.d_model
+    for key, t in weights.items():                                        # format 2: W^Q, W^K, W^V apart
+        need = (d, d) if key.endswith("weight") else (d,)
+        if re.search(r"\.w_[qkv]\.(weight|bias)$", key) and tuple(t.shape) != need:
+            raise ValueError(f"{key} has shape {tuple(t.shape)}, the config needs {need}")
+    stack_qkv(weights)                                                    # checked: now stacked, as this version has
+    expect = {"src_embed.0.lut.weight": (config.src_vocab, config.d_model),
+              "tgt_embed.0.lut.weight": (config.tgt_vocab, config.d_model),
+              "encoder.layers.0.feed_forward.w_1.weight": (config.d_ff, config.d_model)}
     for key, shape in expect.items():
         if key not in weights or tuple(weights[key].shape) != shape:
             got = tuple(weights[key].shape) if key in weights else "missing"
             raise ValueError(f"config says {key} is {shape}, the file holds {got}")
     for stack in ("encoder", "decoder"):
         layers = {int(k.split(".")[2]) for k in weights if k.startswith(f"{stack}.layers.")}
-        if layers != set(range(config["N"])):
-            raise ValueError(f"config says N={config['N']}, the file holds {len(layers)} {stack} layers")
+        if layers != set(range(config.N)):
+            raise ValueError(f"config says N={config.N}, the file holds {len(layers)} {stack} layers")
     with torch.device("meta"):                                            # shapes only: no memory, no random numbers
-        expected = make_model(**config).state_dict()
+        expected = make_model(config).state_dict()
     if set(expected) != set(weights):
         diff = sorted(set(expected) ^ set(weights))
         raise ValueError(f"weights do not match the config: {len(diff)} keys differ, e.g. {diff[0]}")

@@ -67,7 +67,7 @@ def _seed(text: str) -> int:
     return value
 
 
-# Every option that sets a field of make_model, CopyConfig or TranslationConfig, once: its check and its help. The
+# Every option that sets a field of ModelConfig, CopyConfig or TranslationConfig, once: its check and its help. The
 # option is the field's name (`--d-model` sets `d_model`); its default is the field's default in the command's recipe.
 FIELDS = {
     "src_vocab": (_positive, "source vocabulary size"),
@@ -127,6 +127,8 @@ def _add_run_args(p: argparse.ArgumentParser, what: str):
                    "the same --data and --train-pairs "
                    "(saves back to PATH unless --save is given)")
     p.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
+    p.add_argument("--compile", action="store_true", help="train through torch.compile (needs a C++ compiler on a CPU; "
+                   "the first batches wait for compilation, which pays on a GPU, rarely on a CPU)")
 
 
 def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
@@ -163,7 +165,7 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
     t.set_defaults(run=_translate)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
-    _add_fields(s, "the model (make_model's arguments; defaults: the paper's base sizes, nothing shared)",
+    _add_fields(s, "the model (ModelConfig's fields; defaults: the paper's base sizes, nothing shared)",
                 fill({**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000}),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
@@ -206,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if getattr(args, "checkpoint", None) or getattr(args, "resume", None):
         _refuse_recipe(parser, args)
+    if getattr(args, "checkpoint", None) and getattr(args, "compile", False):
+        parser.error(f"--compile compiles training, and {args.loaded_by} trains nothing: leave --compile out")
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 
 import torch
@@ -21,7 +21,7 @@ from .decoding import greedy_decode
 from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
-from .model import make_model, make_model_defaults, parameter_table, check_config
+from .model import ModelConfig, make_model, parameter_table
 from .translation import TranslationConfig, train_translation, recipe_from_checkpoint, linear_end
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
@@ -36,10 +36,11 @@ class UsageError(ValueError):
     "A command line the commands cannot run: the message names the option and says what was expected."
 
 
-def _check_model(**config):
-    "Refuse model sizes `make_model` would refuse, before anything is built or loaded."
+def _check_model(**fields) -> ModelConfig:
+    "Refuse model sizes `ModelConfig` would refuse, before anything is built or loaded."
+    fields = {"src_vocab": 4, "tgt_vocab": 4, **fields}
     try:
-        check_config({**make_model_defaults(), "src_vocab": 4, "tgt_vocab": 4, **config})
+        return ModelConfig(**fields)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -58,12 +59,10 @@ def _config(cls, a: argparse.Namespace):
 
 
 def _summary(a: argparse.Namespace) -> int:
-    _check_model(**{k: getattr(a, k) for k in ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout",
-                                                 "pre_norm", "learned_pos", "tie_weights", "share_embeddings")})
-    model = make_model(a.src_vocab, a.tgt_vocab, N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h, dropout=a.dropout,
-                       pre_norm=a.pre_norm, learned_pos=a.learned_pos, tie_weights=a.tie_weights,
-                       share_embeddings=a.share_embeddings)
-    print(", ".join(f"{k}={v}" for k, v in model.config.items()))
+    model = make_model(_check_model(**{k: getattr(a, k) for k in (
+        "src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos", "tie_weights",
+        "share_embeddings")}))
+    print(", ".join(f"{k}={v}" for k, v in asdict(model.config).items()))
     print(parameter_table(model))
     return 0
 
@@ -140,9 +139,9 @@ def _copy(a: argparse.Namespace) -> int:
         if kind not in ("copy", "plain"):
             raise CheckpointError(a.checkpoint, f"a checkpoint of a {kind} model, not of a copy-task model", ours=True)
         model = model_from_checkpoint(a.checkpoint, map_location=a.device)
-        held = held_out_set(vocab=model.config["src_vocab"])
+        held = held_out_set(vocab=model.config.src_vocab)
         print(f"loaded {a.checkpoint}: "
-              + ", ".join(f"{k}={model.config[k]}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
+              + ", ".join(f"{k}={getattr(model.config, k)}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
     else:
         config = _config(CopyConfig, a)
         if a.resume is not None:
@@ -154,7 +153,8 @@ def _copy(a: argparse.Namespace) -> int:
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
                                  f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
         model, history = _train(a, lambda done: train_copy(config, held_out=held, save=a.save, resume=a.resume,
-                                                           on_epoch=lambda r: (done(r), report(r)), world=world))
+                                                           on_epoch=lambda r: (done(r), report(r)), world=world,
+                                                           compile=a.compile))
         if a.save is not None:
             print(f"saved the model to {a.save}")
     if world.size > 1:
@@ -191,7 +191,7 @@ def _translate(a: argparse.Namespace) -> int:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
         name = "the translator the package ships" if getattr(a, "pretrained", False) else a.checkpoint
         print(f"loaded {name}: {len(tokenizer)} tokens, "
-              + ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "d_ff", "h")))
+              + ", ".join(f"{k}={getattr(model.config, k)}" for k in ("N", "d_model", "d_ff", "h")))
     else:
         config = _config(TranslationConfig, a)
         if a.resume is not None:
@@ -215,7 +215,7 @@ def _translate(a: argparse.Namespace) -> int:
                                  f"{r['val_loss']:.3f}  {r['seconds']:7.1f}s", flush=True)
         model, tokenizer, history = _train(a, lambda done: train_translation(
             config, train_pairs, val_pairs, tokenizer=tokenizer, save=a.save, resume=a.resume,
-            on_epoch=lambda r: (done(r), report(r)), world=world))
+            on_epoch=lambda r: (done(r), report(r)), world=world, compile=a.compile))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")
     if world.size > 1:

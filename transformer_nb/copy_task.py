@@ -9,7 +9,7 @@ from dataclasses import dataclass, asdict
 
 import torch
 
-from .model import make_model, make_model_defaults, check_config
+from .model import ModelConfig, make_model
 from .batch import Batch
 from .checkpoint import model_from_checkpoint
 from .recipe import check_recipe, saved_recipe, check_saved_model
@@ -127,14 +127,12 @@ class CopyConfig:
                           target_accuracy=(lambda x: 0 < x <= 1, "a fraction in (0, 1]")))
         if self.batch_size > 65_536:                     # sequences per batch, all in memory at once
             raise ValueError(f"`batch_size` must be at most 65,536, got {self.batch_size:,}")
-        check_config({**make_model_defaults(), "src_vocab": self.vocab, "tgt_vocab": self.vocab,
-                      **{name: getattr(self, name) for name in ("N", "d_model", "d_ff", "h", "dropout", "pre_norm")}})
+        self.model_config()                              # the model's fields, checked by ModelConfig (chapter 04)
 
-
-def _model_args(config: CopyConfig) -> dict:
-    "The `make_model` arguments of the recipe's model."
-    return dict(src_vocab=config.vocab, tgt_vocab=config.vocab, N=config.N, d_model=config.d_model, d_ff=config.d_ff,
-                h=config.h, dropout=config.dropout, pre_norm=config.pre_norm, padding_idx=PAD)
+    def model_config(self) -> ModelConfig:
+        "The recipe's model."
+        return ModelConfig(self.vocab, self.vocab, self.N, self.d_model, self.d_ff, self.h, self.dropout,
+                           pre_norm=self.pre_norm, padding_idx=PAD)
 
 
 def epoch_batches(config: CopyConfig, epoch: int) -> list:
@@ -145,22 +143,22 @@ def epoch_batches(config: CopyConfig, epoch: int) -> list:
 
 
 def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool | None = None, on_epoch=None,
-               save=None, resume=None, world=None):
+               save=None, resume=None, world=None, compile: bool | str = False):
     """Train a model on the copy task until `config.target_accuracy` on `held_out` (default `held_out_set()`) or
     `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
     `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
-    (chapter 10)."""
+    (chapter 10); `compile`: `train`'s (appendix 12)."""
     if not isinstance(config, CopyConfig):
         raise TypeError(f"`config` must be a CopyConfig, got {type(config).__name__}")
     if resume is not None:
         config = saved_recipe(resume, CopyConfig, "copy", epochs=config.epochs, device=config.device,
                               precision=config.precision)
         model = model_from_checkpoint(resume, config.device, kind="copy")
-        check_saved_model(resume, model.config, _model_args(config))
+        check_saved_model(resume, model.config, config.model_config())
     else:
         torch.manual_seed(config.seed)
-        model = make_model(**_model_args(config))
+        model = make_model(config.model_config())
     model.to(config.device)
     if held_out is None:
         held_out = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
@@ -171,5 +169,5 @@ def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool 
                     evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
                     stop=lambda h: h[-1]["accuracy"] >= config.target_accuracy,
                     save=save, resume=resume, extra={"config": asdict(config)}, kind="copy", world=world,
-                    precision=config.precision)
+                    precision=config.precision, compile=compile)
     return model, history

@@ -34,16 +34,18 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
         memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), computed once
         ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        cache = init_cache(model) if use_cache else None
-        for _ in range(max_length - 1):
+        length = torch.ones_like(ys[:, 0])                             # (batch,) tokens up to each row's end
+        cache, every = init_cache(model) if use_cache else None, _check_every(src.device)
+        for t in range(1, max_length):                                 # t: the position being written
             next_tok = next_log_probs(model, memory, src_mask, ys, cache).argmax(-1)  # (batch,)
             if end_symbol is not None:
+                length = torch.where(finished, length, t + 1)
                 next_tok = torch.where(finished, fill, next_tok)
                 finished |= next_tok == end_symbol
             ys = torch.cat([ys, next_tok.unsqueeze(1)], dim=1)          # (batch, t) -> (batch, t + 1)
-            if end_symbol is not None and finished.all():
+            if end_symbol is not None and t % every == 0 and finished.all():   # reading `finished` waits for a GPU
                 break
-    return ys
+    return ys[:, : int(length.max())] if end_symbol is not None else ys  # steps after the last row ended: dropped
 
 # %% ../nbs/06_decoding.ipynb #3d5d5a38
 @contextlib.contextmanager
@@ -55,6 +57,12 @@ def _eval_mode(model: nn.Module):
         yield
     finally:
         model.train(was_training)
+
+
+def _check_every(device: torch.device) -> int:
+    """How often the decoders ask whether every row has finished: each step on a CPU (the answer is at hand), every
+    8 steps on a GPU, which must finish its queued work before the host can read the answer."""
+    return 1 if device.type == "cpu" else 8
 
 
 def init_cache(model) -> list:
@@ -201,17 +209,16 @@ def beam_search(
         alive_lp[:, 0] = 0.0                                             # k identical starts: keep one alive
         best, best_score = alive[:, 0].clone(), torch.full((b,), -inf, device=dev)  # best finished, normalized
         best_len = torch.zeros(b, dtype=torch.long, device=dev)
-        ar = torch.arange(b, device=dev)
-        t = 0
+        ar, every, t = torch.arange(b, device=dev), _check_every(dev), 0
         for t in range(1, max_length):                                    # t: the position being written
             ys = alive[..., :t].reshape(b * k, t)                        # (b, k, t) -> (b*k, t)
             logp = next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
             cand = alive_lp.unsqueeze(-1) + logp                       # raw scores of every extension
             # 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
             done, j = (cand[..., end_symbol] / _length_penalty(t, length_penalty)).max(-1)  # (b,)
-            better = done > best_score
-            best[better] = alive[ar, j][better]
-            best[better, t] = end_symbol
+            better = done > best_score                                   # (b,) selected by where, not by indexing
+            best = torch.where(better.unsqueeze(-1), alive[ar, j], best)  # (b, max_length)
+            best[:, t] = torch.where(better, end_symbol, best[:, t])
             best_score, best_len = torch.where(better, done, best_score), torch.where(better, t, best_len)
             # 2. going on: the k best extensions by other tokens
             cand[..., end_symbol] = -inf
@@ -225,13 +232,15 @@ def beam_search(
                     # cross-attention is the same for a sentence's rows
                     layer_cache["self"].reorder(rows)
             # 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at max_length
+            #    (asked every `every` steps: the steps after that point change nothing, as no extension can win)
             bound = alive_lp[:, 0] / _length_penalty(max_length - 1, length_penalty)
-            if t == max_length - 1 or (best_score > bound).all():
+            if t == max_length - 1 or (t % every == 0 and (best_score > bound).all()):
                 break
         if t == max_length - 1:                                           # hypotheses cut off at max_length compete too
             cut = alive_lp[:, 0] / _length_penalty(t, length_penalty)
             better = cut > best_score
-            best[better], best_score = alive[better, 0], torch.where(better, cut, best_score)
+            best = torch.where(better.unsqueeze(-1), alive[:, 0], best)
+            best_score = torch.where(better, cut, best_score)
             best_len = torch.where(better, t, best_len)
         best = best[:, : int(best_len.max()) + 1]
         return (best, best_score) if return_scores else best

@@ -53,14 +53,16 @@ class SingleProcess:
 def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, epochs: int, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
           extra: dict | None = None, kind: str = "plain", progress: bool | None = None, world=None,
-          precision: str = "fp32", overwrite: bool = False, ema: float = 0.0) -> list[dict]:
+          precision: str = "fp32", overwrite: bool = False, ema: float = 0.0,
+          compile: bool | str = False) -> list[dict]:
     """Train `model` for up to `epochs` epochs and return one record per epoch. The arguments `run_epoch` also takes
     come first, in its order (chapter 05): `train` is `run_epoch` repeated, with what a run needs around it.
 
     - `batches`: a list of `Batch`es used every epoch, or a function `batches(epoch)` returning that epoch's batches.
     - `model`: any `nn.Module` called as `model(src, tgt, src_mask, tgt_mask)` with a `generator` that turns its output
       into log-probabilities, as `make_model`'s models are. Only the defaults below and `save`/`resume` need the
-      `config` dict that `make_model` attaches (`d_model`, `tgt_vocab`, `padding_idx`, and what rebuilds the model).
+      `config` (a `ModelConfig`) that `make_model` attaches (`d_model`, `tgt_vocab`, `padding_idx`, and what
+      rebuilds the model).
     - `loss_compute`: default `SimpleLossCompute` with `LabelSmoothing(smoothing)` (the model needs a `padding_idx`);
       `optimizer`/`scheduler`: default `noam_optimizer(model)`.
     - After each epoch: `evaluate(model)` returns a dict merged into the record; the record goes into `save`
@@ -74,13 +76,17 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
       float32.
     - `ema`: the decay of an exponential moving average of the weights, updated after every optimizer step (0: none).
       The average is what `evaluate` sees, what `save` keeps as the model (with the latest weights beside it, for
-      `resume`), and what `model` holds when training ends."""
+      `resume`), and what `model` holds when training ends.
+    - `compile`: run the forward pass through `torch.compile` (True: its default compiler, Inductor; a string: that
+      backend). The first batches of each new shape wait for compilation; it pays on a GPU, rarely on a CPU."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
     if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not (ema == 0 or 0 < ema < 1):
         raise ValueError(f"`ema` must be a decay in (0, 1), or 0 for none; got {ema!r}")
     if isinstance(accum_iter, bool) or not isinstance(accum_iter, int) or accum_iter < 1:
         raise ValueError(f"`accum_iter` must be a positive integer, got {accum_iter!r}")
+    if not isinstance(compile, (bool, str)) or compile == "":
+        raise TypeError(f"`compile` must be True, False or the name of a torch.compile backend, got {compile!r}")
     for name, f in (("evaluate", evaluate), ("stop", stop), ("on_epoch", on_epoch)):
         if f is not None and not callable(f):
             raise TypeError(f"`{name}` must be a function or None, got {f!r}")
@@ -103,7 +109,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                              f"overwrite=True to replace it")
         mark = _mark(save)
     if loss_compute is None:
-        vocab, pad = config["tgt_vocab"], config["padding_idx"]
+        vocab, pad = config.tgt_vocab, config.padding_idx
         if pad is None:
             raise ValueError(
                 "the default loss ignores padding: build the model with `padding_idx`, or give `loss_compute`"
@@ -128,6 +134,8 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     average = _moving_average(model, ema, optimizer, latest) if ema else None
     kept = average.module if average is not None else model               # what is evaluated and saved
     replica, loss_compute = world.wrap(model), world.loss(loss_compute)  # one process: the model and loss themselves
+    if compile:                                                          # the weights stay `model`'s: saved as they are
+        replica = torch.compile(replica, **({} if compile is True else {"backend": compile}))
     progress = progress if world.is_main else False
     try:
         for epoch in range(len(history) + 1, epochs + 1):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .attention import MultiHeadedAttention, _stacked
+from .attention import MultiHeadedAttention
 from .layers import LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder
 from .model import EncoderDecoder, make_model
 
@@ -26,11 +26,9 @@ def attention_from_torch(mha: nn.MultiheadAttention) -> MultiHeadedAttention:
                          "without add_bias_kv or add_zero_attn (the paper has neither)")
     bias = mha.in_proj_bias is not None
     ours = MultiHeadedAttention(mha.num_heads, mha.embed_dim, mha.dropout, bias=bias).to(mha.in_proj_weight)
-    for lin, w in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3)):
-        lin.weight.copy_(w)                                           # each chunk is (d_model, d_model)
+    ours.w_qkv.weight.copy_(mha.in_proj_weight)                       # (3*d_model, d_model): the same layout
     if bias:
-        for lin, b in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_bias.chunk(3)):
-            lin.bias.copy_(b)
+        ours.w_qkv.bias.copy_(mha.in_proj_bias)
     ours.w_o.load_state_dict(mha.out_proj.state_dict())
     return ours
 
@@ -38,13 +36,12 @@ def attention_from_torch(mha: nn.MultiheadAttention) -> MultiHeadedAttention:
 @torch.no_grad()
 def attention_to_torch(ours: MultiHeadedAttention) -> nn.MultiheadAttention:
     "An `nn.MultiheadAttention(batch_first=True)` with the weights of `ours`."
-    bias = ours.w_q.bias is not None
+    bias = ours.w_qkv.bias is not None
     mha = nn.MultiheadAttention(ours.d_model, ours.h, dropout=ours.dropout.p, bias=bias,
-                                batch_first=True).to(ours.w_q.weight)
-    w, b = _stacked(ours.w_q, ours.w_k, ours.w_v)
-    mha.in_proj_weight.copy_(w)                                       # (3*d_model, d_model)
+                                batch_first=True).to(ours.w_qkv.weight)
+    mha.in_proj_weight.copy_(ours.w_qkv.weight)                       # (3*d_model, d_model)
     if bias:
-        mha.in_proj_bias.copy_(b)
+        mha.in_proj_bias.copy_(ours.w_qkv.bias)
     mha.out_proj.load_state_dict(ours.w_o.state_dict())
     return mha
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import copy
-import inspect
+from dataclasses import KW_ONLY, MISSING, asdict, dataclass, fields
 
 import torch
 from torch import nn
@@ -16,7 +16,7 @@ from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
 
 # %% auto #0
-__all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'make_model', 'make_model_defaults', 'check_config',
+__all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'make_model_defaults', 'check_config',
            'count_parameters', 'parameter_table', 'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
@@ -73,39 +73,67 @@ class Generator(nn.Module):
         return logits.log_softmax(dim=-1, dtype=torch.float32 if low else None)   # log-probabilities in float32
 
 # %% ../nbs/04_model.ipynb #16acba25
-def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
-               dropout: float = 0.1, *, pre_norm: bool = False, learned_pos: bool = False, max_positions: int = 5000,
-               padding_idx: int | None = None, tie_weights: bool = False, share_embeddings: bool = False,
-               final_norm: bool | None = None, bias: bool = True, attn_dropout: float | None = None,
-               ff_dropout: float | None = None) -> EncoderDecoder:
-    """Build an `EncoderDecoder` from hyper-parameters, Xavier-initialized; its `config` records the arguments.
+@dataclass(frozen=True)
+class ModelConfig:
+    """The model's hyper-parameters, the paper's base model by default; checked when made, then frozen.
     `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one).
     `bias=False`: attention, feed-forward and LayerNorm without additive biases (`nn.Transformer(bias=False)`).
     `attn_dropout`, `ff_dropout`: dropout on attention weights and inside the feed-forward layer (default:
     `dropout`)."""
-    config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
-                  pre_norm=pre_norm, learned_pos=learned_pos, max_positions=max_positions, padding_idx=padding_idx,
-                  tie_weights=tie_weights, share_embeddings=share_embeddings, final_norm=final_norm,
-                  bias=bias, attn_dropout=attn_dropout, ff_dropout=ff_dropout)
-    check_config(config)
-    c = copy.deepcopy
-    attn = MultiHeadedAttention(h, d_model, dropout if attn_dropout is None else attn_dropout, bias)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout if ff_dropout is None else ff_dropout, bias)
-    Position = LearnedPositionalEncoding if learned_pos else PositionalEncoding
-    position = Position(d_model, dropout, max_positions)
-    src_emb = Embeddings(d_model, src_vocab, padding_idx)
-    tgt_emb = Embeddings(d_model, tgt_vocab, padding_idx)      # sized by the *target* vocabulary
+    src_vocab: int
+    tgt_vocab: int
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    dropout: float = 0.1
+    _: KW_ONLY
+    pre_norm: bool = False
+    learned_pos: bool = False
+    max_positions: int = 5000
+    padding_idx: int | None = None
+    tie_weights: bool = False
+    share_embeddings: bool = False
+    final_norm: bool | None = None
+    bias: bool = True
+    attn_dropout: float | None = None
+    ff_dropout: float | None = None
+
+    def __post_init__(self):
+        check_config(asdict(self))                        # once, here: every ModelConfig can be built
+
+
+def make_model(*args, **kwargs) -> EncoderDecoder:
+    """Build an `EncoderDecoder`, Xavier-initialized, from a `ModelConfig` or from its fields: `make_model(11, 11, N=2)`
+    is `make_model(ModelConfig(11, 11, N=2))`. The model keeps the config as `model.config`."""
+    if args and isinstance(args[0], ModelConfig):
+        if len(args) > 1 or kwargs:
+            raise TypeError("make_model takes a ModelConfig alone or its fields, not both; change a field of a "
+                            "config with dataclasses.replace(config, ...)")
+        config = args[0]
+    else:
+        config = ModelConfig(*args, **kwargs)
+    d_model, dropout, bias, c = config.d_model, config.dropout, config.bias, copy.deepcopy
+    attn_p = dropout if config.attn_dropout is None else config.attn_dropout
+    attn = MultiHeadedAttention(config.h, d_model, attn_p, bias)
+    ff_p = dropout if config.ff_dropout is None else config.ff_dropout
+    ff = PositionwiseFeedForward(d_model, config.d_ff, ff_p, bias)
+    Position = LearnedPositionalEncoding if config.learned_pos else PositionalEncoding
+    position = Position(d_model, dropout, config.max_positions)
+    src_emb = Embeddings(d_model, config.src_vocab, config.padding_idx)
+    tgt_emb = Embeddings(d_model, config.tgt_vocab, config.padding_idx)     # sized by the *target* vocabulary
+    N, pre, final = config.N, config.pre_norm, config.final_norm
     model = EncoderDecoder(
-        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),
-        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre_norm, bias), N, final_norm),
+        Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, pre, bias), N, final),
+        Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre, bias), N, final),
         nn.Sequential(src_emb, c(position)),
         nn.Sequential(tgt_emb, c(position)),
-        Generator(d_model, tgt_vocab),
+        Generator(d_model, config.tgt_vocab),
     )
-    _init_weights(model, padding_idx)
-    if share_embeddings:
+    _init_weights(model, config.padding_idx)
+    if config.share_embeddings:
         src_emb.lut.weight = tgt_emb.lut.weight                    # one Parameter, two users
-    if tie_weights:
+    if config.tie_weights:
         model.generator.proj.weight = tgt_emb.lut.weight           # (tgt_vocab, d_model) in both
     model.config = config
     return model
@@ -114,8 +142,9 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
 @torch.no_grad()
 def _init_weights(model: nn.Module, padding_idx: int | None):
     for name, p in model.named_parameters():
-        if p.dim() > 1:
-            nn.init.xavier_uniform_(p)
+        if p.dim() > 1:                                   # W^Q, W^K, W^V stacked: each its own (d_model, d_model)
+            for block in p.chunk(3) if name.endswith("w_qkv.weight") else [p]:
+                nn.init.xavier_uniform_(block)
         elif name.endswith("bias"):
             nn.init.zeros_(p)
     if padding_idx is not None:
@@ -125,7 +154,7 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
 
 # %% ../nbs/04_model.ipynb #4ee43a7b
 #| code-fold: true
-#| code-summary: Show the code (checking make_model's arguments)
+#| code-summary: Show the code (checking a config's fields)
 _INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_positions")
 _BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
 # far beyond anything this book trains; checked before anything is allocated, so a typo fails at once instead of
@@ -136,13 +165,12 @@ MAX_PARAMETERS = 2**31
 
 
 def make_model_defaults() -> dict:
-    "`make_model`'s keyword arguments with their defaults (the two vocabularies have none)."
-    return {k: p.default for k, p in inspect.signature(make_model).parameters.items()
-            if p.default is not inspect.Parameter.empty}
+    "`ModelConfig`'s fields with their defaults (the two vocabularies have none)."
+    return {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
 
 
 def check_config(config: dict):
-    "Raise a clear error, naming the argument, unless `config` holds valid `make_model` arguments."
+    "Raise a clear error, naming the field, unless `config` holds the fields of a `ModelConfig` it can build."
     for name in _INT_ARGS:
         value = config[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -6,12 +6,12 @@ a recipe is made, and the recipe a run saved read back from its checkpoint (appe
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import asdict, fields
 
 import torch
 
 from .checkpoint import read_checkpoint, CheckpointError
-from .model import make_model_defaults
+from .model import ModelConfig
 from .precision import resolve_precision
 
 # %% auto #0
@@ -67,11 +67,10 @@ def saved_recipe(path, recipe, kind: str, **changes):
         raise CheckpointError(path, f"its recipe cannot be used: {e}", ours=True) from None
 
 
-def check_saved_model(path, config: dict, expected: dict):
-    """Refuse, naming the fields, a checkpoint whose model `config` is not the model its recipe builds (`expected`:
-    the `make_model` arguments the recipe gives; the others are `make_model`'s defaults): a tampered file would
-    otherwise train another model than its recipe says."""
-    expected = {**make_model_defaults(), **expected}
-    diff = [f"{k}={config.get(k)!r} (its recipe: {v!r})" for k, v in expected.items() if config.get(k) != v]
+def check_saved_model(path, config: ModelConfig, expected: ModelConfig):
+    """Refuse, naming the fields, a checkpoint whose model `config` is not the model its recipe builds (`expected`):
+    a tampered file would otherwise train another model than its recipe says."""
+    config, expected = asdict(config), asdict(expected)
+    diff = [f"{k}={config[k]!r} (its recipe: {v!r})" for k, v in expected.items() if config[k] != v]
     if diff:
         raise CheckpointError(path, f"its model is not the one its recipe builds: {', '.join(diff)}", ours=True)

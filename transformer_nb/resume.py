@@ -6,10 +6,11 @@ every part checked first against the run it is loaded into (appendix 12)."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import torch
 
-from .checkpoint import read_checkpoint, CheckpointError
+from .checkpoint import CHECKPOINT_FORMAT, read_checkpoint, CheckpointError
 from .epoch import TrainState
 
 # %% auto #0
@@ -24,9 +25,13 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
     Returns the saved `TrainState` and the `extra` data saved with it. `resume`: the file must hold a whole run
     (as `train(save=...)` writes it): the optimizer's and scheduler's states when those are given, and a history."""
     ckpt = read_checkpoint(path, map_location)
+    if optimizer is not None and ckpt.get("optimizer") is not None and ckpt["format"] != CHECKPOINT_FORMAT:
+        raise CheckpointError(path, f"its format is {ckpt['format']!r}, from before W^Q, W^K and W^V were stacked: "
+                              "its weights load (model_from_checkpoint), its optimizer state does not; start a new run "
+                              "from them", ours=True)
     if resume:
         _check_run(path, ckpt, optimizer, scheduler)
-    mine = getattr(model, "config", None)
+    mine = asdict(model.config) if hasattr(model, "config") else None
     if mine is not None and mine != ckpt["config"]:
         diff = ", ".join(f"{k}={ckpt['config'].get(k)!r}" for k in sorted(set(mine) | set(ckpt["config"]))
                          if mine.get(k) != ckpt["config"].get(k))

@@ -24,7 +24,7 @@ def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
     """The paper's optimizer: Adam (β = 0.9, 0.98; ε = 1e-9) with the Noam schedule `rate` for the model's `d_model`.
     The defaults, factor 1 and 400 warmup steps, suit this book's small runs (the paper warms up for 4,000)."""
     optimizer = _adam(model)
-    d_model = model.config["d_model"]
+    d_model = model.config.d_model
     return optimizer, LambdaLR(optimizer, lambda step: rate(step, d_model, factor, warmup))
 
 

@@ -17,7 +17,7 @@ def train_translator(model, tokenizer, batches, epochs: int, **kwargs) -> list[d
     """Appendix 12's `train` for a model that reads and writes text with `tokenizer`: its checkpoints (`save=`)
     carry the tokenizer, so `load_translator` reads them back and `resume=` continues them. Other arguments:
     `train`'s."""
-    vocab = {model.config["src_vocab"], model.config["tgt_vocab"]} if hasattr(model, "config") else set()
+    vocab = {model.config.src_vocab, model.config.tgt_vocab} if hasattr(model, "config") else set()
     if vocab and vocab != {len(tokenizer)}:
         raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, but `model` reads and writes {sorted(vocab)}: "
                          "build the model with the tokenizer's size")

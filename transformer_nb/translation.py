@@ -17,7 +17,7 @@ from .data import encode_pairs, bucket_batches, check_pairs
 from .epoch import run_epoch
 from .fit import train
 from .loss import LabelSmoothing, SimpleLossCompute
-from .model import make_model, make_model_defaults, check_config
+from .model import ModelConfig, make_model
 from .recipe import check_recipe, saved_recipe, check_saved_model
 from .schedule import noam_optimizer, linear_decay_optimizer
 from .tokenizer import Tokenizer
@@ -57,6 +57,14 @@ class TranslationConfig:
     def __post_init__(self):
         _check_recipe(self)       # every field, when a recipe is made or read back from a file (below)
 
+    def model_config(self, tokenizer=None) -> ModelConfig:
+        """The recipe's model: one vocabulary of `tokenizer`'s size shared by both sides and tied to the output (without
+        a tokenizer: `vocab_size` tokens, no padding id)."""
+        V, pad = (self.vocab_size, None) if tokenizer is None else (len(tokenizer), tokenizer.pad)
+        return ModelConfig(V, V, self.N, self.d_model, self.d_ff, self.h, self.dropout, attn_dropout=self.attn_dropout,
+                           ff_dropout=self.ff_dropout, pre_norm=self.pre_norm, padding_idx=pad, tie_weights=True,
+                           share_embeddings=True)
+
 
 def train_translation(
     config: TranslationConfig,
@@ -69,6 +77,7 @@ def train_translation(
     save=None,
     resume=None,
     world=None,
+    compile: bool | str = False,
 ):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
     Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
@@ -76,7 +85,8 @@ def train_translation(
     `save`: a checkpoint (with the tokenizer) written after every epoch; `resume`: continue such a checkpoint's run
     (only `config.epochs`, `config.device` and `config.precision` are taken from `config`, and `train_pairs` must be
     the saved run's; the schedule stays the one planned for the saved run's epochs); `world`: several processes
-    (chapter 10). The warmup and the moving average's span are at most a quarter of the run's steps each."""
+    (chapter 10); `compile`: `train`'s (appendix 12). The warmup and the moving average's span are at most a quarter of
+    the run's steps each."""
     if not isinstance(config, TranslationConfig):
         raise TypeError(f"`config` must be a TranslationConfig, got {type(config).__name__}")
     check_pairs(train_pairs, "train_pairs"), check_pairs(val_pairs, "val_pairs")
@@ -91,7 +101,7 @@ def train_translation(
         if saved.schedule == "linear" and config.epochs != saved.epochs:
             raise ValueError(f"`epochs`: the run in {resume} {linear_end(resume, saved, 'epochs=')}")
         model, tokenizer, _ = load_translator(resume, config.device)
-        check_saved_model(resume, model.config, _model_args(config, tokenizer))
+        check_saved_model(resume, model.config, config.model_config(tokenizer))
     else:
         model, tokenizer = _new_model(config, train_pairs, tokenizer)
     model.to(config.device)
@@ -116,7 +126,7 @@ def train_translation(
     ema = max(0.0, min(config.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
     history = train(batches, model, loss_compute, optimizer, scheduler, epochs=config.epochs, evaluate=evaluate,
                     on_epoch=on_epoch, save=save, resume=resume, kind="translation", progress=progress, world=world,
-                    precision=config.precision, ema=ema,
+                    precision=config.precision, ema=ema, compile=compile,
                     extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config), "data": data})
     return model, tokenizer, history
 
@@ -129,7 +139,7 @@ def translation_optimizer(model, config: TranslationConfig, steps: int):
         raise ValueError(f"`schedule` must be 'linear' or 'noam', got {config.schedule!r}")
     warmup = max(1, min(config.warmup, steps // 4))
     if config.schedule == "noam":
-        return noam_optimizer(model, config.lr * (model.config["d_model"] * warmup) ** 0.5, warmup)
+        return noam_optimizer(model, config.lr * (model.config.d_model * warmup) ** 0.5, warmup)
     return linear_decay_optimizer(model, config.lr, warmup, max(steps, warmup + 1))
 
 
@@ -138,15 +148,7 @@ def _new_model(config: TranslationConfig, train_pairs, tokenizer):
     torch.manual_seed(config.seed)
     if tokenizer is None:
         tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
-    return make_model(**_model_args(config, tokenizer)), tokenizer
-
-
-def _model_args(config: TranslationConfig, tokenizer) -> dict:
-    "The `make_model` arguments of the recipe's model, one vocabulary of `tokenizer`'s size shared by both sides."
-    V = len(tokenizer)
-    return dict(src_vocab=V, tgt_vocab=V, N=config.N, d_model=config.d_model, d_ff=config.d_ff, h=config.h,
-                dropout=config.dropout, attn_dropout=config.attn_dropout, ff_dropout=config.ff_dropout,
-                pre_norm=config.pre_norm, padding_idx=tokenizer.pad, tie_weights=True, share_embeddings=True)
+    return make_model(config.model_config(tokenizer)), tokenizer
 
 
 def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationConfig:
@@ -188,9 +190,7 @@ def _check_recipe(c: TranslationConfig):
                       lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
                       ema=(lambda x: x == 0 or 0 < x < 1, "a decay in (0, 1), or 0 for none"),
                       length_penalty=(lambda x: 0 <= x <= 10, "a number in [0, 10]")))
-    model_fields = ("N", "d_model", "d_ff", "h", "dropout", "attn_dropout", "ff_dropout", "pre_norm")
-    check_config({**make_model_defaults(), "src_vocab": c.vocab_size, "tgt_vocab": c.vocab_size,
-                  **{name: getattr(c, name) for name in model_fields}})
+    c.model_config()                             # the model's fields, checked by ModelConfig (chapter 04)
     if c.schedule not in ("linear", "noam"):
         raise ValueError(f"`schedule` must be 'linear' or 'noam', got {c.schedule!r}")
     if c.epochs > 1000:                          # the schedule is planned over every epoch's batches, up front

@@ -157,7 +157,7 @@ def test_weights_are_the_dequantized_ones(page, references):
 
 def test_positional_encoding(page, model_and_tokenizer):
     "engine.js's sinusoidal rows equal `sinusoidal_encoding` (float64, then float32) for the first 200 positions."
-    d_model = model_and_tokenizer[0].config["d_model"]
+    d_model = model_and_tokenizer[0].config.d_model
     js = page.js("(d) => Array.from({length: 200}, (_, p) => Array.from(transformerNb.internals.sinusoidalEncoding(p, d)))",
                  d_model)
     assert torch.equal(torch.tensor(js, dtype=torch.float32), sinusoidal_encoding(200, d_model))

@@ -232,7 +232,7 @@ def attention_svg():
     o.append(f'<text x="{R}" y="552" class="shape" text-anchor="middle">query, key, value (b, len, d_model)</text>')
     for x in (R - 80, R, R + 80):
         up(x, 534, 500)
-    box(R, 478, "w_q   w_k   w_v", "d_model → d_model each", *LIN, w=250)
+    box(R, 478, "w_qkv", "Q, K, V: d_model → d_model each", *LIN, w=250)
     up(R, 455, 426)
     box(R, 404, "split_heads", "→ (b, h, len, d_k)", *OPS, w=250)
     up(R, 381, 352)

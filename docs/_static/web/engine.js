@@ -426,8 +426,11 @@
       const lin = (name, outFeatures, inFeatures, bias = config.bias) =>
         ({ weight: get(`${name}.weight`), bias: bias ? get(`${name}.bias`) : null, inFeatures, outFeatures });
       const d = config.d_model, dFF = config.d_ff;
-      const attn = (p) => ({ wQ: lin(`${p}.w_q`, d, d), wK: lin(`${p}.w_k`, d, d),
-                             wV: lin(`${p}.w_v`, d, d), wO: lin(`${p}.w_o`, d, d) });
+      // W^Q, W^K, W^V stacked in one (3 d_model, d_model) weight: each a view of its rows, nothing copied
+      const rows = (layer, i) => ({ weight: layer.weight.subarray(i * d * d, (i + 1) * d * d), inFeatures: d,
+                                    bias: layer.bias && layer.bias.subarray(i * d, (i + 1) * d), outFeatures: d });
+      const attn = (p, qkv = lin(`${p}.w_qkv`, 3 * d, d)) => ({ wQ: rows(qkv, 0), wK: rows(qkv, 1), wV: rows(qkv, 2),
+                                                               wO: lin(`${p}.w_o`, d, d) });
       const ff = (p) => ({ w1: lin(`${p}.w_1`, dFF, d), w2: lin(`${p}.w_2`, d, dFF) });
       const norm = (p) => ({ weight: get(`${p}.weight`), bias: params.has(`${p}.bias`) ? get(`${p}.bias`) : null });
       const range = (n) => Array.from({ length: n }, (_, i) => i);
