@@ -127,7 +127,7 @@ def test_decoders_asking_every_few_steps_whether_all_rows_ended_give_the_same_ou
     mask, kw = (src != PAD).unsqueeze(1), dict(max_length=20, start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
     runs = {}
     for every in (1, 5):
-        monkeypatch.setattr(decoding, "_check_every", lambda device, every=every: every)
+        monkeypatch.setattr(decoding, "_stop_interval", lambda device, every=every: every)
         beams = [beam_search(model, src, mask, beam_size=k, return_scores=True, **kw) for k in (1, 3)]
         runs[every] = [greedy_decode(model, src, mask, **kw)] + [x for beam in beams for x in beam]
     greedy = runs[1][0]

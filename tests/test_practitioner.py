@@ -431,7 +431,7 @@ def test_a_checkpoint_from_before_qkv_were_stacked_still_loads(tmp_path):
     src, tgt = torch.randint(1, 10, (2, 5)), torch.randint(1, 10, (2, 4))
     assert torch.equal(loaded(src, tgt, None), model.eval()(src, tgt, None))
     fresh = make_model(loaded.config)
-    with pytest.raises(CheckpointError, match="its optimizer state does not; start a new run from them"):
+    with pytest.raises(CheckpointError, match="its optimizer state does not, so its run cannot be resumed"):
         load_checkpoint(tmp_path / "old.pt", fresh, *noam_optimizer(fresh))
 
 

@@ -120,15 +120,17 @@ def _add_run_args(p: argparse.ArgumentParser, what: str):
                    "Two PyTorch processes that each use every core slow each other down: run one at a time, or split "
                    "the cores")
     p.add_argument("--save", metavar="PATH", help=f"keep {what} in this file, written after every epoch (Ctrl-C keeps "
-                   "the last finished epoch); checked before training, and never overwrites an existing file")
+                   "the last finished epoch); checked before training, and never overwrites an existing file "
+                   "other than the one --resume continues")
     p.add_argument("--resume", metavar="PATH", help="continue the run saved in PATH with its recipe, up to --epochs; "
                    "only --epochs, --precision (default: the saved run's) and --device apply (and, to translate's "
                    "decoding, --beam-size and --length-penalty), other recipe options are refused; translate needs "
                    "the same --data and --train-pairs "
                    "(saves back to PATH unless --save is given)")
     p.add_argument("--checkpoint", metavar="PATH", help="load a model saved with --save instead of training")
-    p.add_argument("--compile", action="store_true", help="train through torch.compile (needs a C++ compiler on a CPU; "
-                   "the first batches wait for compilation, which pays on a GPU, rarely on a CPU)")
+    p.add_argument("--compile", action="store_true", help="train the forward pass through torch.compile (on a CPU it "
+                   "needs a C++ compiler; the first batches wait while it compiles; the same steps, faster or not "
+                   "depending on the machine)")
 
 
 def build_parser(defaults: bool = True) -> argparse.ArgumentParser:

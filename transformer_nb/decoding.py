@@ -35,7 +35,7 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
         ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
         length = torch.ones_like(ys[:, 0])                             # (batch,) tokens up to each row's end
-        cache, every = init_cache(model) if use_cache else None, _check_every(src.device)
+        cache, every = init_cache(model) if use_cache else None, _stop_interval(src.device)
         for t in range(1, max_length):                                 # t: the position being written
             next_tok = next_log_probs(model, memory, src_mask, ys, cache).argmax(-1)  # (batch,)
             if end_symbol is not None:
@@ -59,8 +59,8 @@ def _eval_mode(model: nn.Module):
         model.train(was_training)
 
 
-def _check_every(device: torch.device) -> int:
-    """How often the decoders ask whether every row has finished: each step on a CPU (the answer is at hand), every
+def _stop_interval(device: torch.device) -> int:
+    """How often, in steps, the decoders ask whether they may stop: each step on a CPU (the answer is at hand), every
     8 steps on a GPU, which must finish its queued work before the host can read the answer."""
     return 1 if device.type == "cpu" else 8
 
@@ -209,14 +209,14 @@ def beam_search(
         alive_lp[:, 0] = 0.0                                             # k identical starts: keep one alive
         best, best_score = alive[:, 0].clone(), torch.full((b,), -inf, device=dev)  # best finished, normalized
         best_len = torch.zeros(b, dtype=torch.long, device=dev)
-        ar, every, t = torch.arange(b, device=dev), _check_every(dev), 0
+        ar, every, t = torch.arange(b, device=dev), _stop_interval(dev), 0
         for t in range(1, max_length):                                    # t: the position being written
             ys = alive[..., :t].reshape(b * k, t)                        # (b, k, t) -> (b*k, t)
             logp = next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
             cand = alive_lp.unsqueeze(-1) + logp                       # raw scores of every extension
             # 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
             done, j = (cand[..., end_symbol] / _length_penalty(t, length_penalty)).max(-1)  # (b,)
-            better = done > best_score                                   # (b,) selected by where, not by indexing
+            better = done > best_score                                   # (b,) selected by where, not by a boolean mask
             best = torch.where(better.unsqueeze(-1), alive[ar, j], best)  # (b, max_length)
             best[:, t] = torch.where(better, end_symbol, best[:, t])
             best_score, best_len = torch.where(better, done, best_score), torch.where(better, t, best_len)

@@ -78,7 +78,9 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
       The average is what `evaluate` sees, what `save` keeps as the model (with the latest weights beside it, for
       `resume`), and what `model` holds when training ends.
     - `compile`: run the forward pass through `torch.compile` (True: its default compiler, Inductor; a string: that
-      backend). The first batches of each new shape wait for compilation; it pays on a GPU, rarely on a CPU."""
+      backend); the loss, evaluation and decoding stay eager. The first batches wait while it compiles, and again
+      when a batch of another shape first comes (then once more with the lengths left variable). The same training
+      steps either way, up to rounding (tested); whether it is faster depends on the machine: measure it."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
     if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not (ema == 0 or 0 < ema < 1):

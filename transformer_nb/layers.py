@@ -15,7 +15,7 @@ from .attention import MultiHeadedAttention
 
 # %% auto #0
 __all__ = ['LayerNorm', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer', 'DecoderLayer', 'clones', 'Encoder',
-           'Decoder']
+           'Decoder', 'xavier_init']
 
 # %% ../nbs/03_layers.ipynb #2fe8b8e2
 class LayerNorm(nn.Module):
@@ -140,3 +140,14 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[i])
         return self.norm(x)
+
+# %% ../nbs/03_layers.ipynb #a7c1e3f0
+@torch.no_grad()
+def xavier_init(module: nn.Module) -> nn.Module:
+    """Draw every weight matrix of `module` from Xavier's uniform distribution (chapter 04 says why), in order; the
+    stacked W^Q, W^K, W^V of an attention (chapter 02) as three matrices of their own. Biases are left as they are."""
+    for name, p in module.named_parameters():
+        if p.dim() > 1:
+            for block in p.chunk(3) if name.endswith("w_qkv.weight") else [p]:   # each (d_model, d_model)
+                nn.init.xavier_uniform_(block)
+    return module

@@ -13,7 +13,7 @@ from torch import nn
 
 from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding, check_tokens
 from .attention import MultiHeadedAttention, check_mask, store_attention_weights
-from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder)
+from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder, xavier_init)
 
 # %% auto #0
 __all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'make_model_defaults', 'check_config',
@@ -141,11 +141,9 @@ def make_model(*args, **kwargs) -> EncoderDecoder:
 
 @torch.no_grad()
 def _init_weights(model: nn.Module, padding_idx: int | None):
+    xavier_init(model)                                    # every matrix; W^Q, W^K, W^V each its own (chapter 03)
     for name, p in model.named_parameters():
-        if p.dim() > 1:                                   # W^Q, W^K, W^V stacked: each its own (d_model, d_model)
-            for block in p.chunk(3) if name.endswith("w_qkv.weight") else [p]:
-                nn.init.xavier_uniform_(block)
-        elif name.endswith("bias"):
+        if name.endswith("bias"):
             nn.init.zeros_(p)
     if padding_idx is not None:
         for m in model.modules():

@@ -27,8 +27,8 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
     ckpt = read_checkpoint(path, map_location)
     if optimizer is not None and ckpt.get("optimizer") is not None and ckpt["format"] != CHECKPOINT_FORMAT:
         raise CheckpointError(path, f"its format is {ckpt['format']!r}, from before W^Q, W^K and W^V were stacked: "
-                              "its weights load (model_from_checkpoint), its optimizer state does not; start a new run "
-                              "from them", ours=True)
+                              "its model loads (model_from_checkpoint, or --checkpoint), its optimizer state does not, "
+                              "so its run cannot be resumed", ours=True)
     if resume:
         _check_run(path, ckpt, optimizer, scheduler)
     mine = asdict(model.config) if hasattr(model, "config") else None
