@@ -54,7 +54,9 @@ CLI = [
     (["translate", "--resume", ".", "--data", "."], "--resume .: a folder, not a file"),
     (["copy", "--save", ""], "`--save` is empty"),
     (["copy", "--checkpoint", "x.pt", "--save", "y.pt"], "cannot be combined with --save or --resume"),
-    (["translate", "--data", "no/such/folder"], "--data no/such/folder: not a folder"),
+    (["translate", "--data", "no/such/folder"], "--data 'no/such/folder': not a folder"),
+    (["translate", "--data", ""], "--data '': not a folder"),
+    (["translate", "--data", "  "], "--data '  ': not a folder"),
     (["translate", "--lr", "0", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got 0"),
     (["translate", "--lr", "nan", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got nan"),
     (["translate", "--warmup", "0", "--data", "."], "argument --warmup: expected a positive integer, got 0"),
@@ -1006,3 +1008,42 @@ def test_decode_names_a_wrong_src_mask():
     memory = model.encode(src, torch.ones(1, 1, 3, dtype=torch.bool))
     with pytest.raises(ValueError, match=re.escape("`src_mask` of shape (1, 1, 4) does not broadcast to (1, 1, 3)")):
         model.decode(memory, torch.ones(1, 1, 4, dtype=torch.bool), tgt, None)
+
+
+def test_a_data_folder_without_the_multi30k_files_is_named_in_the_commands_words(tmp_path):
+    "The command line speaks in its options: no `root=None` (an argument of load_multi30k) in what it prints."
+    status, _, err = _run(["translate", "--data", str(tmp_path)])
+    assert status == 2 and "train.de.gz" in err and "leave --data out to download them" in err and "root=" not in err
+
+
+def test_rates_below_zero_or_not_finite_are_refused_where_the_optimizer_is_made():
+    from transformer_nb.schedule import linear_decay_optimizer, noam_optimizer
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2)
+    for bad in (-1.0, 0, float("nan"), float("inf"), True, "1"):
+        with pytest.raises(ValueError, match=re.escape(f"`factor` must be a positive finite number, got {bad!r}")):
+            noam_optimizer(model, factor=bad)
+        with pytest.raises(ValueError, match=re.escape(f"`peak` must be a positive finite number, got {bad!r}")):
+            linear_decay_optimizer(model, bad, 10, 100)
+
+
+@pytest.mark.parametrize("src", [[[1, 2, 3]], "1 2 3"])
+def test_the_model_names_src_when_it_is_not_a_tensor(src):
+    import numpy as np
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2)
+    for given in (src, np.array([[1, 2, 3]])):
+        with pytest.raises(TypeError, match=r"`src` must be a torch.Tensor of token ids, got (list|str|ndarray)"):
+            model(given, torch.tensor([[1, 2]]), None)
+
+
+def test_a_translation_file_without_its_extra_is_one_line(tmp_path):
+    "A translation checkpoint whose `extra` is empty: no AttributeError, one line naming the file and what it lacks."
+    from transformer_nb.checkpoint import CheckpointError, save_checkpoint
+    from transformer_nb.translation import recipe_from_checkpoint
+    from transformer_nb.translator import load_translator
+    save_checkpoint(tmp_path / "bare.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2), kind="translation")
+    with pytest.raises(CheckpointError, match="a translator without its training run"):
+        recipe_from_checkpoint(tmp_path / "bare.pt")
+    with pytest.raises(CheckpointError, match="it holds no tokenizer"):
+        load_translator(tmp_path / "bare.pt")
+    status, _, err = _run(["translate", "--resume", str(tmp_path / "bare.pt"), "--data", str(tmp_path)])
+    assert status == 2 and "a translator without its training run" in err and "Traceback" not in err

@@ -5,6 +5,7 @@
 before anything is built (appendix 12)."""
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import asdict
@@ -35,7 +36,7 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
         raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
-    _check_plain(extra, "extra")
+    extra = _plain_data(extra, "extra")                       # NumPy's numbers become Python's; the rest refused
     checkpoint = {
         "format": CHECKPOINT_FORMAT,
         "kind": kind,
@@ -56,19 +57,23 @@ READABLE_FORMATS = ("transformer-nb checkpoint 2", CHECKPOINT_FORMAT)   # 2: the
 _PLAIN = (type(None), bool, int, float, str, torch.Tensor)
 
 
-def _check_plain(value, where: str):
-    "Refuse, when saving, what the safe loader would refuse when loading: only plain data and tensors."
+def _plain_data(value, where: str):
+    """`value` as the safe loader reads it back: plain data and tensors, with the scalars NumPy hands out (`np.mean`'s
+    `np.float64`, an `np.int64`) made Python numbers; anything else is refused when saving, naming where it is."""
     if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            _check_plain(v, f"{where}[{i}]")
-    elif isinstance(value, dict):
-        for k, v in value.items():
+        items = [_plain_data(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, dict):
+        for k in value:
             if not isinstance(k, (str, int)):
                 raise ValueError(f"`{where}` has a key {k!r} of type {type(k).__name__}: use strings")
-            _check_plain(v, f"{where}[{k!r}]")
-    elif type(value) not in _PLAIN and not isinstance(value, torch.Tensor):
-        raise ValueError(f"`{where}` is a {type(value).__name__}, which a checkpoint cannot hold (the safe loader "
-                         f"would refuse it): convert it to a number, string, list or dict")
+        return {k: _plain_data(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if type(value) in _PLAIN or isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, numbers.Number) and hasattr(value, "item"):    # a NumPy scalar: its Python number
+        return value.item()
+    raise ValueError(f"`{where}` is a {type(value).__name__}, which a checkpoint cannot hold (the safe loader "
+                     f"would refuse it): convert it to a number, string, list or dict")
 
 
 # %% ../nbs/12_fit.ipynb #7bf0217d

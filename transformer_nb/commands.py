@@ -16,7 +16,7 @@ from .bleu import bleu
 from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
 from .recipe import saved_recipe
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
-from .data import load_multi30k
+from .data import MULTI30K_SHA256, load_multi30k
 from .decoding import greedy_decode
 from .distributed import world_from_env
 from .files import check_save_path
@@ -38,9 +38,8 @@ class UsageError(ValueError):
 
 def _check_model(**fields) -> ModelConfig:
     "Refuse model sizes `ModelConfig` would refuse, before anything is built or loaded."
-    fields = {"src_vocab": 4, "tgt_vocab": 4, **fields}
     try:
-        return ModelConfig(**fields)
+        return ModelConfig(**{"src_vocab": 4, "tgt_vocab": 4, **fields})
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -173,8 +172,10 @@ def _copy(a: argparse.Namespace) -> int:
 
 
 def _translate_data(a: argparse.Namespace, split: str):
-    if a.data is not None and not Path(a.data).is_dir():
-        raise UsageError(f"--data {a.data}: not a folder (expected one holding the six Multi30k .gz files)")
+    if a.data is not None and (not a.data.strip() or not Path(a.data).is_dir()):   # '' would be the current folder
+        raise UsageError(f"--data {a.data!r}: not a folder (expected one holding the six Multi30k .gz files)")
+    if a.data is not None and (missing := [n for n in MULTI30K_SHA256 if not (Path(a.data) / n).is_file()]):
+        raise UsageError(f"--data {a.data}: {', '.join(missing)} missing (leave --data out to download them)")
     try:
         return load_multi30k(split, a.data)
     except OSError as e:                         # no internet, or a missing file in --data

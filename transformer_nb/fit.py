@@ -5,6 +5,7 @@
 resumption and a moving average of the weights (appendix 12)."""
 from __future__ import annotations
 
+import numbers
 import time
 from pathlib import Path
 
@@ -145,10 +146,18 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
             data = batches(epoch) if callable(batches) else batches
             if not data:
                 raise ValueError(f"`batches` gave no batches for epoch {epoch}: there is nothing to train on")
+            bad = next((b for b in data if not hasattr(b, "tgt_y")), None)      # a tensor, or a Batch without labels
+            if bad is not None:
+                got = "a Batch without one" if hasattr(bad, "src_mask") else type(bad).__name__
+                raise TypeError(f"`batches` must give Batch objects made with a target, Batch(src, tgt, padding_idx) "
+                                f"(chapter 05), got {got}")
             data = world.shard([b.to(device) for b in data])                # one process: every batch whole
             loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                     train_state=state, progress=progress, precision=precision)
             scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, known to all
+            if isinstance(scores, dict):                                    # NumPy's scalars (np.mean's): Python's
+                scores = {k: v.item() if isinstance(v, numbers.Number) and hasattr(v, "item") else v
+                          for k, v in scores.items()}
             if not isinstance(scores, dict) or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
                 raise TypeError(f"`evaluate` must return a dict of numbers (int or float), got {scores!r:.80}")

@@ -5,6 +5,8 @@
 (the "Noam" schedule), and warmup then linear decay to zero for runs of a known length (chapter 05)."""
 from __future__ import annotations
 
+import math
+
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
@@ -23,9 +25,16 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
     """The paper's optimizer: Adam (β = 0.9, 0.98; ε = 1e-9) with the Noam schedule `rate` for the model's `d_model`.
     The defaults, factor 1 and 400 warmup steps, suit this book's small runs (the paper warms up for 4,000)."""
+    _check_rate(factor, "factor")
     optimizer = _adam(model)
     d_model = model.config.d_model
     return optimizer, LambdaLR(optimizer, lambda step: rate(step, d_model, factor, warmup))
+
+
+def _check_rate(value, name: str):
+    "A learning rate, or a factor that scales one, must be a positive finite number: below zero, steps climb the loss."
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
 
 
 def _adam(model):
@@ -53,5 +62,6 @@ def linear_decay(step: int, peak: float, warmup: int, total: int) -> float:
 def linear_decay_optimizer(model, peak: float, warmup: int, total: int):
     """Adam with the paper's settings (β = 0.9, 0.98; ε = 1e-9) and the `linear_decay` schedule, for a run of `total`
     optimizer steps."""
+    _check_rate(peak, "peak")
     optimizer = _adam(model)
     return optimizer, LambdaLR(optimizer, lambda step: linear_decay(step, peak, warmup, total))

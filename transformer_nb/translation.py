@@ -154,7 +154,7 @@ def _new_model(config: TranslationConfig, train_pairs, tokenizer):
 def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationConfig:
     """The `TranslationConfig` a `train_translation(save=...)` checkpoint was trained with, with `changes` applied;
     `data` (a `_fingerprint` of the training pairs): refuse a run that trained on other pairs."""
-    extra = read_checkpoint(path, kind="translation")["extra"]
+    extra = read_checkpoint(path, kind="translation")["extra"] or {}
     if not extra.get("config"):
         raise CheckpointError(path, "a translator without its training run (save_translator keeps the model and "
                               "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)

@@ -102,14 +102,18 @@ def save_translator(path, model, tokenizer: Tokenizer, history: list | None = No
 def load_translator(path, map_location="cpu"):
     "`(model, tokenizer, history)` from a checkpoint written by `save_translator` or `train_translation(save=...)`."
     ckpt = read_checkpoint(path, map_location, kind="translation")
+    extra = ckpt["extra"] or {}
+    if "tokenizer" not in extra:
+        raise CheckpointError(path, "it holds no tokenizer: a translator is written by save_translator or "
+                              "train_translation(save=...)", ours=True)
     try:
-        tokenizer = Tokenizer.from_state_dict(ckpt["extra"]["tokenizer"])
+        tokenizer = Tokenizer.from_state_dict(extra["tokenizer"])
     except Exception as e:
         raise CheckpointError(path, f"its tokenizer is malformed: {e}") from None
     vocab = {ckpt["config"]["src_vocab"], ckpt["config"]["tgt_vocab"]}
     if vocab != {len(tokenizer)}:
         raise CheckpointError(path, f"its tokenizer has {len(tokenizer)} tokens, the model's vocabulary {max(vocab)}")
-    return model_from_checkpoint(path, map_location), tokenizer, ckpt["extra"].get("history", [])
+    return model_from_checkpoint(path, map_location), tokenizer, extra.get("history", [])
 
 
 PRETRAINED_TRANSLATOR = Path(str(files("transformer_nb"))) / "pretrained" / "multi30k-de-en.pt"
