@@ -54,9 +54,9 @@ CLI = [
     (["translate", "--resume", ".", "--data", "."], "--resume .: a folder, not a file"),
     (["copy", "--save", ""], "`--save` is empty"),
     (["copy", "--checkpoint", "x.pt", "--save", "y.pt"], "cannot be combined with --save or --resume"),
-    (["translate", "--data", "no/such/folder"], "--data 'no/such/folder': not a folder"),
+    (["translate", "--data", "no/such/folder"], "--data no/such/folder: not a folder"),
     (["translate", "--data", ""], "--data '': not a folder"),
-    (["translate", "--data", "  "], "--data '  ': not a folder"),
+    (["translate", "--data", "  "], "--data   : not a folder"),
     (["translate", "--lr", "0", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got 0"),
     (["translate", "--lr", "nan", "--data", "."], "argument --lr: expected a learning rate in (0, 1], got nan"),
     (["translate", "--warmup", "0", "--data", "."], "argument --warmup: expected a positive integer, got 0"),
@@ -815,7 +815,7 @@ def test_average_checkpoints_names_a_single_path():
     (dict(accum_iter=0), ValueError, "`accum_iter` must be a positive integer, got 0"),
     (dict(on_epoch=5), TypeError, "`on_epoch` must be a function or None, got 5"),
     (dict(evaluate="bleu"), TypeError, "`evaluate` must be a function or None, got 'bleu'"),
-    (dict(evaluate=lambda m: [1.0]), TypeError, "`evaluate` must return a dict of numbers (int or float), got [1.0]"),
+    (dict(evaluate=lambda m: [1.0]), TypeError, "`evaluate` must return a dict of numbers (Python's or NumPy's), got [1.0]"),
 ])
 def test_train_names_an_argument_it_cannot_use(kwargs, error, message):
     from transformer_nb.copy_task import copy_batches
@@ -969,7 +969,7 @@ def test_the_untampered_run_resumes(tmp_path, copy_run):
 def test_train_refuses_scores_that_are_not_numbers():
     from transformer_nb.copy_task import CopyConfig, epoch_batches
     from transformer_nb.fit import train
-    with pytest.raises(TypeError, match=re.escape("`evaluate` must return a dict of numbers (int or float), got {'bleu': '30'}")):
+    with pytest.raises(TypeError, match=re.escape("`evaluate` must return a dict of numbers (Python's or NumPy's), got {'bleu': '30'}")):
         train(lambda e: epoch_batches(CopyConfig(batches_per_epoch=1), e), _small(), epochs=1, progress=False,
               evaluate=lambda m: {"bleu": "30"})
 
@@ -1019,20 +1019,24 @@ def test_a_data_folder_without_the_multi30k_files_is_named_in_the_commands_words
 def test_rates_below_zero_or_not_finite_are_refused_where_the_optimizer_is_made():
     from transformer_nb.schedule import linear_decay_optimizer, noam_optimizer
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2)
+    import numpy as np
     for bad in (-1.0, 0, float("nan"), float("inf"), True, "1"):
         with pytest.raises(ValueError, match=re.escape(f"`factor` must be a positive finite number, got {bad!r}")):
             noam_optimizer(model, factor=bad)
         with pytest.raises(ValueError, match=re.escape(f"`peak` must be a positive finite number, got {bad!r}")):
             linear_decay_optimizer(model, bad, 10, 100)
+    noam_optimizer(model, factor=np.float32(0.5)), linear_decay_optimizer(model, np.float64(1e-3), 10, 100)   # NumPy's
 
 
-@pytest.mark.parametrize("src", [[[1, 2, 3]], "1 2 3"])
-def test_the_model_names_src_when_it_is_not_a_tensor(src):
+def test_the_model_names_src_or_tgt_when_it_is_not_a_tensor():
     import numpy as np
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2)
-    for given in (src, np.array([[1, 2, 3]])):
-        with pytest.raises(TypeError, match=r"`src` must be a torch.Tensor of token ids, got (list|str|ndarray)"):
-            model(given, torch.tensor([[1, 2]]), None)
+    ids = torch.tensor([[1, 2, 3]])
+    for src, tgt, got in (([[1, 2, 3]], ids, "got a list and shape (1, 3)"), (np.array([[1, 2]]), ids, "got a ndarray"),
+                          (ids, "1 2", "got shape (1, 3) and a str")):
+        with pytest.raises(ValueError, match=re.escape("`src` and `tgt` must be (batch, len) token tensors with the "
+                                                       f"same batch size, {got}")):
+            model(src, tgt, None)
 
 
 def test_a_translation_file_without_its_extra_is_one_line(tmp_path):
@@ -1041,9 +1045,9 @@ def test_a_translation_file_without_its_extra_is_one_line(tmp_path):
     from transformer_nb.translation import recipe_from_checkpoint
     from transformer_nb.translator import load_translator
     save_checkpoint(tmp_path / "bare.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2), kind="translation")
-    with pytest.raises(CheckpointError, match="a translator without its training run"):
+    with pytest.raises(CheckpointError, match="a model without its training run or tokenizer .* model_from_checkpoint"):
         recipe_from_checkpoint(tmp_path / "bare.pt")
     with pytest.raises(CheckpointError, match="it holds no tokenizer"):
         load_translator(tmp_path / "bare.pt")
     status, _, err = _run(["translate", "--resume", str(tmp_path / "bare.pt"), "--data", str(tmp_path)])
-    assert status == 2 and "a translator without its training run" in err and "Traceback" not in err
+    assert status == 2 and "a model without its training run or tokenizer" in err and "Traceback" not in err

@@ -267,20 +267,25 @@ def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
 
 
 def test_checkpoints_refuse_at_save_time_what_they_could_not_load(tmp_path):
-    """A `Path` or a set in `extra` is refused by `save_checkpoint`, naming where it is, and nothing is written; NumPy's
-    scalars (what np.mean or scikit-learn return) are saved as the Python numbers they hold."""
+    """A `Path` or an object of one's own class in `extra` is refused by `save_checkpoint`, naming where it is, and
+    nothing is written; NumPy's scalars (what np.mean or scikit-learn return) are saved as the Python values they hold."""
     import numpy as np
+
+    class Note:
+        pass
+
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
-    for extra, where in [({"out": tmp_path}, "extra['out']"), ({"history": [{"seen": {1, 2}}]},
+    for extra, where in [({"out": tmp_path}, "extra['out']"), ({"history": [{"seen": Note()}]},
                                                                  "extra['history'][0]['seen']")]:
         with pytest.raises(ValueError, match=re.escape(f"`{where}` is a")):
             save_checkpoint(tmp_path / "m.pt", model, extra=extra)
     assert not (tmp_path / "m.pt").exists()
     save_checkpoint(tmp_path / "m.pt", model, extra={"note": "ok", "sizes": (1, 2.5, None, True), "t": torch.ones(2),
-                                                      "history": [{"bleu": np.float64(0.25), "n": np.int64(3)}]})
+                                                      "history": [{"bleu": np.float64(0.25), "n": np.int64(3), "ok": np.bool_(True)}]})
     extra = read_checkpoint(tmp_path / "m.pt")["extra"]
     assert extra["sizes"] == (1, 2.5, None, True)
-    assert extra["history"] == [{"bleu": 0.25, "n": 3}] and type(extra["history"][0]["bleu"]) is float
+    assert extra["history"] == [{"bleu": 0.25, "n": 3, "ok": True}] and type(extra["history"][0]["bleu"]) is float
+    assert type(extra["history"][0]["ok"]) is bool
 
 
 def test_train_takes_numpy_scores_and_refuses_what_is_not_a_batch(tmp_path):
@@ -293,7 +298,10 @@ def test_train_takes_numpy_scores_and_refuses_what_is_not_a_batch(tmp_path):
     history = train([Batch(seq, seq, padding_idx=0)], model, epochs=1, progress=False, save=tmp_path / "run.pt",
                     evaluate=lambda m: {"score": np.mean([0.5, 1.0]), "count": np.int64(2)})
     assert history[-1]["score"] == 0.75 and type(history[-1]["score"]) is float and history[-1]["count"] == 2
-    for batches, got in (([seq], "got Tensor"), ([Batch(seq, padding_idx=0)], "got a Batch without one")):
+    gen = train(lambda epoch: (b for b in [Batch(seq, seq, padding_idx=0)]), model, epochs=2, progress=False)
+    assert all(h["loss"] > 0 for h in gen)                        # a generator of batches is trained on, not used up
+    for batches, got in (([seq], "epoch 1 has a Tensor"), ([Batch(seq, padding_idx=0)], "a Batch made without a target"),
+                         (lambda epoch: (b for b in [Batch(seq, padding_idx=0)]), "a Batch made without a target")):
         with pytest.raises(TypeError, match=r"`batches` must give Batch objects made with a target.*" + got):
             train(batches, model, epochs=1, progress=False)
 

@@ -210,7 +210,7 @@ def test_wrong_rank(model):
 
 
 def test_mismatched_batch_sizes(model):
-    with pytest.raises(ValueError, match=r"same batch size, got shapes \(2, 5\) and \(3, 4\)"):
+    with pytest.raises(ValueError, match=r"same batch size, got shape \(2, 5\) and shape \(3, 4\)"):
         model(*_args(torch.randint(1, V, (2, 5)), torch.randint(1, V, (3, 4))))
     with pytest.raises(ValueError, match="`query`, `key` and `value` must have the same batch size, got 2, 3 and 3"):
         MultiHeadedAttention(2, 8)(torch.randn(2, 4, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 8))

@@ -151,7 +151,6 @@ class MultiHeadedAttention(nn.Module):
                 raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")
             check_mask(mask, (query.size(0), query.size(1), key.size(1)))
 
-
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         stack_qkv(state_dict, prefix)                                  # weights saved before W^Q, W^K, W^V were stacked
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

@@ -5,7 +5,6 @@
 before anything is built (appendix 12)."""
 from __future__ import annotations
 
-import numbers
 import os
 import re
 from dataclasses import asdict
@@ -18,7 +17,7 @@ from .attention import stack_qkv
 from .model import ModelConfig, make_model, make_model_defaults
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'python_number', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
@@ -54,7 +53,12 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
 
 CHECKPOINT_FORMAT = "transformer-nb checkpoint 3"   # 3: W^Q, W^K, W^V stacked in one `w_qkv` (chapter 02)
 READABLE_FORMATS = ("transformer-nb checkpoint 2", CHECKPOINT_FORMAT)   # 2: the same model, W^Q, W^K, W^V apart
-_PLAIN = (type(None), bool, int, float, str, torch.Tensor)
+_PLAIN = (type(None), bool, int, float, complex, str, torch.Tensor)
+
+
+def python_number(value):
+    "The Python value a NumPy scalar holds (`np.float64(0.5)` gives `0.5`); any other value as it is."
+    return value.item() if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 else value
 
 
 def _plain_data(value, where: str):
@@ -68,12 +72,11 @@ def _plain_data(value, where: str):
             if not isinstance(k, (str, int)):
                 raise ValueError(f"`{where}` has a key {k!r} of type {type(k).__name__}: use strings")
         return {k: _plain_data(v, f"{where}[{k!r}]") for k, v in value.items()}
+    value = python_number(value)
     if type(value) in _PLAIN or isinstance(value, torch.Tensor):
         return value
-    if isinstance(value, numbers.Number) and hasattr(value, "item"):    # a NumPy scalar: its Python number
-        return value.item()
-    raise ValueError(f"`{where}` is a {type(value).__name__}, which a checkpoint cannot hold (the safe loader "
-                     f"would refuse it): convert it to a number, string, list or dict")
+    raise ValueError(f"`{where}` is a {type(value).__name__}, which a checkpoint does not hold (it keeps tensors, "
+                     f"numbers, strings, lists, tuples and dicts): convert it to one of those")
 
 
 # %% ../nbs/12_fit.ipynb #7bf0217d
@@ -171,10 +174,10 @@ def _check_config_against_weights(config: dict, weights: dict):
     if not all(isinstance(k, str) for k in weights):
         raise ValueError(f"`model` has a key {next(k for k in weights if not isinstance(k, str))!r} that is not a name")
     d = config.d_model
-    for key, t in weights.items():                                        # format 2: W^Q, W^K, W^V apart
+    for key in filter(re.compile(r"\.w_[qkv]\.(weight|bias)$").search, weights):   # format 2: W^Q, W^K, W^V apart
         need = (d, d) if key.endswith("weight") else (d,)
-        if re.search(r"\.w_[qkv]\.(weight|bias)$", key) and tuple(t.shape) != need:
-            raise ValueError(f"{key} has shape {tuple(t.shape)}, the config needs {need}")
+        if tuple(weights[key].shape) != need:
+            raise ValueError(f"{key} has shape {tuple(weights[key].shape)}, the config needs {need}")
     stack_qkv(weights)                                                    # checked: now stacked, as this version has
     expect = {"src_embed.0.lut.weight": (config.src_vocab, config.d_model),
               "tgt_embed.0.lut.weight": (config.tgt_vocab, config.d_model),

@@ -172,13 +172,13 @@ def _copy(a: argparse.Namespace) -> int:
 
 
 def _translate_data(a: argparse.Namespace, split: str):
-    if a.data is not None and (not a.data.strip() or not Path(a.data).is_dir()):   # '' would be the current folder
-        raise UsageError(f"--data {a.data!r}: not a folder (expected one holding the six Multi30k .gz files)")
+    if a.data is not None and (not a.data or not Path(a.data).is_dir()):   # Path('') would be the current folder
+        raise UsageError(f"--data {a.data or repr(a.data)}: not a folder (expected one holding the six Multi30k files)")
     if a.data is not None and (missing := [n for n in MULTI30K_SHA256 if not (Path(a.data) / n).is_file()]):
         raise UsageError(f"--data {a.data}: {', '.join(missing)} missing (leave --data out to download them)")
     try:
         return load_multi30k(split, a.data)
-    except OSError as e:                         # no internet, or a missing file in --data
+    except OSError as e:                         # no internet to download them
         raise UsageError(f"cannot read Multi30k ({e}); pass --data DIR with a local copy") from e
     except ValueError as e:                      # a damaged file: its checksum does not match
         raise UsageError(f"--data {a.data}: {e}") from None

@@ -5,14 +5,13 @@
 resumption and a moving average of the weights (appendix 12)."""
 from __future__ import annotations
 
-import numbers
 import time
 from pathlib import Path
 
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
+from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError, python_number
 from .epoch import TrainState, run_epoch
 from .resume import load_checkpoint
 from .files import check_save_path
@@ -143,24 +142,23 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     try:
         for epoch in range(len(history) + 1, epochs + 1):
             start = time.perf_counter()
-            data = batches(epoch) if callable(batches) else batches
+            data = list(batches(epoch) if callable(batches) else batches)      # a generator: read once, here
             if not data:
                 raise ValueError(f"`batches` gave no batches for epoch {epoch}: there is nothing to train on")
             bad = next((b for b in data if not hasattr(b, "tgt_y")), None)      # a tensor, or a Batch without labels
             if bad is not None:
-                got = "a Batch without one" if hasattr(bad, "src_mask") else type(bad).__name__
+                got = "a Batch made without a target" if hasattr(bad, "src_mask") else f"a {type(bad).__name__}"
                 raise TypeError(f"`batches` must give Batch objects made with a target, Batch(src, tgt, padding_idx) "
-                                f"(chapter 05), got {got}")
+                                f"(chapter 05); epoch {epoch} has {got}")
             data = world.shard([b.to(device) for b in data])                # one process: every batch whole
             loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                     train_state=state, progress=progress, precision=precision)
             scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, known to all
             if isinstance(scores, dict):                                    # NumPy's scalars (np.mean's): Python's
-                scores = {k: v.item() if isinstance(v, numbers.Number) and hasattr(v, "item") else v
-                          for k, v in scores.items()}
+                scores = {k: python_number(v) for k, v in scores.items()}
             if not isinstance(scores, dict) or not all(
                     isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
-                raise TypeError(f"`evaluate` must return a dict of numbers (int or float), got {scores!r:.80}")
+                raise TypeError(f"`evaluate` must return a dict of numbers (Python's or NumPy's), got {scores!r:.80}")
             record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
             # evaluation included
             record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start

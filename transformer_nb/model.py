@@ -55,12 +55,11 @@ class EncoderDecoder(nn.Module):
     def forward(self, src, tgt, src_mask, tgt_mask=None):
         """Encode `src`, decode `tgt` against it; returns decoder vectors `(batch, len_tgt, d_model)` (apply `generator`
         for log-probabilities)."""
-        for name, ids in (("src", src), ("tgt", tgt)):
-            if not isinstance(ids, torch.Tensor):
-                raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(ids).__name__}")
-        if src.dim() != 2 or tgt.dim() != 2 or src.size(0) != tgt.size(0):
+        if not all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in (src, tgt)) or src.size(0) != tgt.size(0):
+            got = [f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else f"a {type(t).__name__}"
+                   for t in (src, tgt)]
             raise ValueError(f"`src` and `tgt` must be (batch, len) token tensors with the same batch size, "
-                             f"got shapes {tuple(src.shape)} and {tuple(tgt.shape)}")
+                             f"got {got[0]} and {got[1]}")
         return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
@@ -32,8 +33,8 @@ def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
 
 
 def _check_rate(value, name: str):
-    "A learning rate, or a factor that scales one, must be a positive finite number: below zero, steps climb the loss."
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    "A learning rate, or a factor scaling one, must be positive and finite: at 0 nothing trains, below 0 it unlearns."
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
 
 

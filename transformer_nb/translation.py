@@ -154,10 +154,14 @@ def _new_model(config: TranslationConfig, train_pairs, tokenizer):
 def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationConfig:
     """The `TranslationConfig` a `train_translation(save=...)` checkpoint was trained with, with `changes` applied;
     `data` (a `_fingerprint` of the training pairs): refuse a run that trained on other pairs."""
-    extra = read_checkpoint(path, kind="translation")["extra"] or {}
-    if not extra.get("config"):
+    extra = read_checkpoint(path, kind="translation").get("extra")
+    extra = extra if isinstance(extra, dict) else {}
+    if not extra.get("config") and "tokenizer" in extra:
         raise CheckpointError(path, "a translator without its training run (save_translator keeps the model and "
                               "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
+    if not extra.get("config"):
+        raise CheckpointError(path, "a model without its training run or tokenizer (no recipe is saved in it): "
+                              "load it with model_from_checkpoint; it cannot be resumed", ours=True)
     if data is not None and extra.get("data", data) != data:
         raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
                               f"{data}): resume with the same pairs, or start a new run", ours=True)

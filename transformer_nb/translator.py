@@ -102,7 +102,7 @@ def save_translator(path, model, tokenizer: Tokenizer, history: list | None = No
 def load_translator(path, map_location="cpu"):
     "`(model, tokenizer, history)` from a checkpoint written by `save_translator` or `train_translation(save=...)`."
     ckpt = read_checkpoint(path, map_location, kind="translation")
-    extra = ckpt["extra"] or {}
+    extra = ckpt.get("extra") if isinstance(ckpt.get("extra"), dict) else {}
     if "tokenizer" not in extra:
         raise CheckpointError(path, "it holds no tokenizer: a translator is written by save_translator or "
                               "train_translation(save=...)", ours=True)

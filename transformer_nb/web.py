@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -71,15 +70,15 @@ ALIGN = 8                      # every array starts at a multiple of 8 bytes: Ja
 
 def model_config(model) -> dict:
     "The sizes and switches engine.js rebuilds the model from, read from the modules themselves."
-    layer, cfg = model.encoder.layers[0], asdict(model.config)
+    layer, cfg = model.encoder.layers[0], model.config
     eps = {m.eps for m in model.modules() if isinstance(m, LayerNorm)}
-    if len(eps) != 1 or cfg.get("learned_pos"):
+    if len(eps) != 1 or cfg.learned_pos:
         raise ValueError("engine.js runs models with sinusoidal positions and one LayerNorm eps")
-    return dict(src_vocab=cfg["src_vocab"], tgt_vocab=cfg["tgt_vocab"], N=len(model.encoder.layers),
+    return dict(src_vocab=cfg.src_vocab, tgt_vocab=cfg.tgt_vocab, N=len(model.encoder.layers),
                 d_model=layer.size, d_ff=layer.feed_forward.w_1.out_features, h=layer.self_attn.h,
                 pre_norm=bool(layer.pre_norm), final_norm=isinstance(model.encoder.norm, LayerNorm),
                 bias=layer.self_attn.w_qkv.bias is not None, layer_norm_eps=eps.pop(),
-                max_positions=max_positions(model), padding_idx=cfg["padding_idx"])
+                max_positions=max_positions(model), padding_idx=cfg.padding_idx)
 
 
 def _append(parts: list, size: int, array: np.ndarray) -> tuple[int, int]:
