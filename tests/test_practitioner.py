@@ -2,6 +2,7 @@
 log files, and the package's main names. (The notebooks test the rest: chapter 05 bad checkpoints and exact resume,
 chapter 20 the command line's refusals.)"""
 import errno
+import math
 import os
 import re
 import signal
@@ -189,6 +190,83 @@ def test_precision_auto_is_decided_by_the_hardware():
     assert answers == {has}
     assert resolve_precision("auto", "cpu") == ("bf16" if has else "fp32")
     assert bf16_is_fast("meta") is False
+
+
+def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monkeypatch):
+    """A file that appears at the destination while the new one is being written (after every check, before the
+    rename) is kept, never replaced: onto nothing (`replaces=None`), onto this run's own file (`replaces=file_mark`),
+    and through `train(save=...)`, whose check before saving a second run can slip past."""
+    from transformer_nb import checkpoint, files
+    from transformer_nb.fit import train
+    from transformer_nb.files import file_mark
+    path = tmp_path / "run.pt"
+
+    def intruding(data):
+        def write(f):
+            path.write_bytes(b"the other run's file")                 # appears inside the window
+            f.write(data)
+        return write
+
+    with pytest.raises(FileExistsError, match="kept, not replaced"):
+        atomic_write(path, intruding(b"mine"), replaces=None)
+    assert path.read_bytes() == b"the other run's file"
+    path.unlink()
+    atomic_write(path, lambda f: f.write(b"mine 1"), replaces=None)
+    mine = file_mark(path)
+    atomic_write(path, lambda f: f.write(b"mine 2"), replaces=mine)   # its own file: replaced
+    assert path.read_bytes() == b"mine 2"
+    with pytest.raises(FileExistsError, match="kept, not replaced"):
+        atomic_write(path, lambda f: f.write(b"mine 3"), replaces=mine)   # no longer the file `mine` marks
+    assert path.read_bytes() == b"mine 2"
+    with pytest.raises(FileExistsError):
+        atomic_write(path, intruding(b"mine 4"), replaces=file_mark(path))
+    assert path.read_bytes() == b"the other run's file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]     # no temporary file left behind
+
+    path.unlink()
+    real = checkpoint.atomic_write
+    def slipping_in(target, write, replaces="any"):                    # the other run writes after train's check
+        if len(saves) == 1:
+            target.write_bytes(b"the other run's file")
+        saves.append(target)
+        return real(target, write, replaces)
+    saves = []
+    monkeypatch.setattr(checkpoint, "atomic_write", slipping_in)
+    torch.manual_seed(0)
+    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0)
+    batch = Batch(torch.tensor([[1, 5, 6, 2]]), torch.tensor([[1, 5, 6, 2]]))
+    with pytest.raises(FileExistsError, match="epoch 2 was not saved"):
+        train([batch], model, epochs=3, save=path, progress=False)
+    assert path.read_bytes() == b"the other run's file" and len(saves) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
+    assert files.file_mark(tmp_path / "none.pt") is None
+
+
+def test_bf16_training_follows_fp32():
+    """Appendix 13's side-by-side run is slow where bfloat16 is emulated (the tests skip it): the same claim at a small
+    size. 60 steps on the same batches under bfloat16 autocast and in float32: the first loss within 1%, the mean of the
+    last 10 within 3%, every loss finite, the weights still float32."""
+    from transformer_nb.schedule import noam_optimizer
+    def run(precision):
+        torch.manual_seed(0)
+        model = make_model(13, 13, N=1, d_model=32, d_ff=64, h=4, dropout=0.0)
+        optimizer, scheduler = noam_optimizer(model, factor=1.0, warmup=10)
+        loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(13, 0, 0.0))
+        g, losses = torch.Generator().manual_seed(1), []
+        for _ in range(60):
+            body = torch.randint(3, 13, (16, 5), generator=g)
+            ends = lambda x: torch.cat([torch.ones(16, 1, dtype=torch.long), x, torch.full((16, 1), 2)], 1)
+            loss, _ = run_epoch([Batch(ends(body), ends(body.flip(1)))], model, loss_compute, optimizer, scheduler,
+                                precision=precision, progress=False)
+            losses.append(loss)
+        assert {p.dtype for p in model.parameters()} == {torch.float32}
+        return losses
+    fp32, bf16 = run("fp32"), run("bf16")
+    assert all(map(math.isfinite, bf16))
+    assert abs(bf16[0] - fp32[0]) < 0.01 * fp32[0]
+    late32, late16 = sum(fp32[-10:]) / 10, sum(bf16[-10:]) / 10
+    assert late32 < 0.7 * fp32[0]                                        # it learns at all
+    assert abs(late16 - late32) < 0.03 * late32, (late16, late32)
 
 
 class _Echo(torch.nn.Module):

@@ -64,16 +64,30 @@ def test_masked_source_padding_changes_nothing(seed, pre_norm, batch, len_src, e
 
 
 @pytest.mark.parametrize("pre_norm", [False, True])
-def test_fully_padded_sequence_is_finite(pre_norm):
-    "A source made only of padding gives finite outputs and finite gradients."
+def test_fully_padded_sequence_is_refused_at_the_entry_and_finite_inside(pre_norm):
+    """A source made only of padding is refused where it enters the model (`src_mask` names it); the encoder and
+    decoder below the entry still give finite outputs and finite gradients for it."""
     model = small_model(0, pre_norm).train()
     src = torch.tensor([[PAD] * 5, [3, 4, 5, PAD, PAD]])
     tgt = torch.tensor([[1, 4, 5], [1, 6, 7]])
-    out = model.generator(model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD)))
+    with pytest.raises(ValueError, match="`src_mask` masks every position of sentence 0"):
+        model(src, tgt, padding_mask(src, PAD), make_std_mask(tgt, PAD))
+    memory = model.encoder(model.src_embed(src), padding_mask(src, PAD))
+    out = model.generator(model.decoder(model.tgt_embed(tgt), memory, padding_mask(src, PAD), make_std_mask(tgt, PAD)))
     assert torch.isfinite(out).all()
     out.sum().backward()
     for name, p in model.named_parameters():
         assert p.grad is None or torch.isfinite(p.grad).all(), name
+
+
+def test_an_ignore_mask_for_the_source_is_refused():
+    "PyTorch's convention (True = padding) handed to the model as its keep-mask: one line naming it."
+    from transformer_nb.masks import keep_to_ignore
+    model = small_model(0)
+    src, tgt = torch.tensor([[3, 4, 5, PAD, PAD]]), torch.tensor([[1, 4, 5]])
+    with pytest.raises(ValueError, match="`src_mask` keeps exactly the padding .id 0. .*an ignore-mask"):
+        model(src, tgt, keep_to_ignore(padding_mask(src, PAD)), None)
+    model(src, tgt, padding_mask(src, PAD), None)                      # the keep-mask: accepted
 
 
 @FAST
@@ -130,6 +144,50 @@ def test_fixed_seed_reproduces_training_losses():
     assert first == second
     other = [r["loss"] for r in train_copy(CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, seed=4))[1]]
     assert other != first
+
+
+def test_accumulation_takes_the_step_of_one_batch_of_all_the_sentences():
+    """`run_epoch(accum_iter=2)` on two batches of unequal length (7 and 4 label tokens a sentence) takes the step that
+    one batch holding both, padded, takes: each batch weighted by its share of the label tokens, not the mean of the
+    two per-token means; one optimizer step and one scheduler step for the two batches."""
+    from torch import nn
+    from torch.optim.lr_scheduler import LambdaLR
+    from transformer_nb.batch import Batch
+    from transformer_nb.epoch import TrainState, run_epoch
+    from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
+
+    def reversed_batch(batch_size, length, seed):
+        body = torch.randint(3, 10, (batch_size, length), generator=torch.Generator().manual_seed(seed))
+        ends = lambda x: torch.cat([torch.ones(batch_size, 1, dtype=torch.long), x, torch.full((batch_size, 1), 2)], 1)
+        return Batch(ends(body), ends(body.flip(1)), padding_idx=PAD)
+
+    def one_update(batches, accum_iter):
+        torch.manual_seed(0)
+        m = make_model(10, 10, N=1, d_model=32, d_ff=64, h=4, dropout=0.0)
+        o = torch.optim.SGD(m.parameters(), lr=0.1)
+        s = LambdaLR(o, lambda step: 1.0 / (step + 1))
+        st = TrainState()
+        run_epoch(batches, m, SimpleLossCompute(m.generator, LabelSmoothing(10, PAD)), o, s, accum_iter=accum_iter,
+                  train_state=st, progress=False)
+        return m, st, s
+
+    a, b = reversed_batch(8, 6, 0), reversed_batch(8, 3, 1)          # 8 x 7 = 56 and 8 x 4 = 32 label tokens
+    wide = lambda t: nn.functional.pad(t, (0, 8 - t.size(1)), value=PAD)
+    full = lambda x: torch.cat([x.tgt, x.tgt_y[:, -1:]], 1)           # the whole target again
+    both = Batch(torch.cat([a.src, wide(b.src)]), torch.cat([full(a), wide(full(b))]), padding_idx=PAD)
+    assert (a.ntokens, b.ntokens, both.ntokens) == (56, 32, 88)
+    m_accum, st_accum, s_accum = one_update([a, b], accum_iter=2)
+    m_big, _, _ = one_update([both], accum_iter=1)
+    for p1, p2 in zip(m_accum.parameters(), m_big.parameters()):
+        torch.testing.assert_close(p1, p2, atol=1e-6, rtol=1e-5)
+    torch.manual_seed(0)
+    m_mean = make_model(10, 10, N=1, d_model=32, d_ff=64, h=4, dropout=0.0)
+    for x in (a, b):                                                  # the mean of the two per-token means
+        out = m_mean(x.src, x.tgt, x.src_mask, x.tgt_mask)
+        (SimpleLossCompute(m_mean.generator, LabelSmoothing(10, PAD))(out, x.tgt_y, x.ntokens)[1] / 2).backward()
+    torch.optim.SGD(m_mean.parameters(), lr=0.1).step()
+    assert not all(torch.allclose(p1, p2, atol=1e-6) for p1, p2 in zip(m_mean.parameters(), m_big.parameters()))
+    assert (st_accum.step, st_accum.accum_step, s_accum.last_epoch) == (2, 1, 1)
 
 
 def test_check_mask_accepts_exactly_what_broadcasts():

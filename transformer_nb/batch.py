@@ -32,6 +32,9 @@ class Batch:
             labelled = (self.tgt_y != padding_idx).flatten()         # (batch * (len - 1),)
             self.rows = labelled.nonzero().squeeze(1)                # positions with a label, found once
             self.ntokens = self.rows.numel()                         # labels that count in the loss
+            if self.ntokens == 0:
+                raise ValueError(f"`tgt` has no label to learn from: after the start symbol every position is "
+                                 f"padding (padding_idx={padding_idx})")
             pad = tgt == padding_idx                                 # the whole target, before the shift
             right_padded = not (pad[:, :-1] & ~pad[:, 1:]).any()     # no token after a pad in any row
             # None: the decoder's causal mask alone (chapter 04); else (batch, len - 1, len - 1)

@@ -23,15 +23,16 @@ __all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'python_n
 #| code-fold: true
 #| code-summary: Show the code (writing a checkpoint)
 def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=None,
-                    extra: dict | None = None, kind: str = "plain", overwrite: bool = False):
+                    extra: dict | None = None, kind: str = "plain", overwrite: bool = False, replaces=None):
     """Save config, weights, optimizer, scheduler, train state (chapter 05's `TrainState`), RNG states, `extra` (plain
     Python data, e.g. a tokenizer) and `kind` (what the model is for, e.g. 'copy') to `path`, atomically. An existing
-    file is replaced only with `overwrite=True`."""
+    file is replaced only with `overwrite=True`, or only the file that `replaces` marks (`file_mark`: what `train`
+    passes, its own last save), even when another program writes to `path` while this one saves."""
     if not isinstance(overwrite, bool):
         raise TypeError(f"`overwrite` must be True or False, got {overwrite!r}")
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"`kind` must be a non-empty string saying what the model is for, e.g. 'copy', got {kind!r}")
-    if not overwrite and Path(path).exists():
+    if not overwrite and replaces is None and Path(path).exists():
         raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")
@@ -48,7 +49,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
         "cuda_rng_state": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
         "extra": extra,
     }
-    atomic_write(path, lambda f: torch.save(checkpoint, f))
+    atomic_write(path, lambda f: torch.save(checkpoint, f), replaces=replaces if replaces is not None or not overwrite
+                 else "any")
 
 
 CHECKPOINT_FORMAT = "transformer-nb checkpoint 3"   # 3: W^Q, W^K, W^V stacked in one `w_qkv` (chapter 02)

@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['Embeddings', 'check_tokens', 'sinusoidal_encoding', 'check_activations', 'PositionalEncoding',
-           'LearnedPositionalEncoding']
+__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'check_activations', 'LearnedPositionalEncoding',
+           'check_tokens']
 
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
@@ -24,21 +24,6 @@ class Embeddings(nn.Module):
 
     def forward(self, x):
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, len) -> (batch, len, d_model)
-
-# %% ../nbs/00_embedding.ipynb #84d403ab
-def check_tokens(x, vocab: int, name: str = "x"):
-    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)` (on a GPU: a device-side assertion)."
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
-    if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
-        raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
-    if x.is_cuda or torch.compiler.is_compiling():                     # queued on the device: nothing waits
-        torch._assert_async(((x >= 0) & (x < vocab)).all(), f"`{name}` holds token ids outside [0, {vocab})")
-    elif x.numel():
-        lo, hi = (int(v) for v in torch.aminmax(x))
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"`{name}` holds token ids in [{lo}, {hi}], but the vocabulary has {vocab} "
-                             f"tokens (valid ids are 0..{vocab - 1})")
 
 # %% ../nbs/00_embedding.ipynb #8a00dceb
 def sinusoidal_encoding(max_positions: int, d_model: int, dtype=torch.float32):
@@ -52,20 +37,6 @@ def sinusoidal_encoding(max_positions: int, d_model: int, dtype=torch.float32):
     return pe.to(dtype)
 
 # %% ../nbs/00_embedding.ipynb #31a4ea86
-def check_activations(x, d_model: int, name: str = "x"):
-    "Raise a clear error unless `x` is a tensor of shape `(batch, len, d_model)`."
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != d_model:
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
-
-
-def _check_positions(length: int, start: int, max_positions: int):
-    if start < 0 or start + length > max_positions:
-        raise ValueError(f"positions {start}..{start + length - 1} do not fit the positional table: "
-                         f"the sequence has length {length} starting at `start`={start}, "
-                         f"but max_positions={max_positions}")
-
-
 class PositionalEncoding(nn.Module):
     "Add the sinusoidal encoding of positions `start, start+1, ...` to `x` `(batch, len, d_model)`, then dropout."
     def __init__(self, d_model: int, dropout: float, max_positions: int = 5000):
@@ -79,6 +50,21 @@ class PositionalEncoding(nn.Module):
         check_activations(x, self.d_model)
         _check_positions(x.size(1), start, self.max_positions)
         return self.dropout(x + self.pe[:, start : start + x.size(1)])  # (batch, len, d_model)
+
+
+def check_activations(x, d_model: int, name: str = "x"):
+    "Raise a clear error unless `x` is a tensor of shape `(batch, len, d_model)`."
+    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != d_model:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
+
+
+def _check_positions(length: int, start: int, max_positions: int):
+    if start < 0 or start + length > max_positions:
+        raise ValueError(f"positions {start}..{start + length - 1} do not fit the positional table: "
+                         f"the sequence has length {length} starting at `start`={start}, "
+                         f"but max_positions={max_positions}")
+
 
 # %% ../nbs/00_embedding.ipynb #a4e2e458
 class LearnedPositionalEncoding(nn.Module):
@@ -94,3 +80,18 @@ class LearnedPositionalEncoding(nn.Module):
         _check_positions(x.size(1), start, self.max_positions)
         positions = torch.arange(start, start + x.size(1), device=x.device)  # (len,)
         return self.dropout(x + self.pe(positions).unsqueeze(0))            # (1, len, d_model) broadcast over batch
+
+# %% ../nbs/00_embedding.ipynb #84d403ab
+def check_tokens(x, vocab: int, name: str = "x"):
+    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)` (on a GPU: a device-side assertion)."
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
+    if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
+        raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
+    if x.is_cuda or torch.compiler.is_compiling():                     # queued on the device: nothing waits
+        torch._assert_async(((x >= 0) & (x < vocab)).all(), f"`{name}` holds token ids outside [0, {vocab})")
+    elif x.numel():
+        lo, hi = (int(v) for v in torch.aminmax(x))
+        if lo < 0 or hi >= vocab:
+            raise ValueError(f"`{name}` holds token ids in [{lo}, {hi}], but the vocabulary has {vocab} "
+                             f"tokens (valid ids are 0..{vocab - 1})")

@@ -5,20 +5,22 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['atomic_write', 'check_save_path']
+__all__ = ['atomic_write', 'file_mark', 'check_save_path']
 
 # %% ../nbs/12_fit.ipynb #5d952469
 #| code-fold: true
 #| code-summary: Show the code (writing a file atomically, checking a destination)
-def atomic_write(path, write):
+def atomic_write(path, write, replaces="any"):
     """Write a file all at once or not at all: `write(f)` fills a temporary file beside `path`, which is flushed to disk
-    and then renamed over `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never
-    half."""
+    and then given the name `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never
+    half. `replaces` says which file the new one may take the place of: "any" (whatever is there), None (none: `path`
+    must still be free), or a `file_mark` (only that file). Otherwise `FileExistsError`, and the file there is kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)                      # folders `check_save_path` let through
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
@@ -28,7 +30,10 @@ def atomic_write(path, write):
             f.flush()
             os.fsync(f.fileno())                                          # the bytes are on disk ...
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)                                             # ... before the name points at them
+        if isinstance(replaces, str) and replaces == "any":
+            os.replace(tmp, path)                                         # ... before the name points at them
+        else:
+            _put_in_place(tmp, path, replaces)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -41,6 +46,57 @@ def atomic_write(path, write):
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+
+def file_mark(path):
+    "What identifies the file at `path` (None if there is none): it changes whenever the file is written."
+    try:
+        s = Path(path).stat()
+    except FileNotFoundError:
+        return None
+    return s.st_ino, s.st_mtime_ns, s.st_size
+
+
+def _put_in_place(tmp: str, path: Path, replaces):
+    """Name `tmp` `path` only onto nothing (`replaces` None) or onto the file `replaces` marks, with no moment in
+    which a file that appears at `path` could be overwritten: the file there is first moved aside (one atomic
+    rename) and compared, and `os.link` names the new file only where no file is."""
+    aside = None
+    if replaces is not None:
+        aside = f"{tmp}.previous"
+        try:
+            os.rename(path, aside)                                        # whatever is there now, out of the way
+        except FileNotFoundError:
+            aside = None                                                  # gone: write onto nothing
+        if aside is not None and file_mark(aside) != replaces:
+            _move_back(aside, path)
+            raise _taken(path)
+    try:
+        os.link(tmp, path)                                                # refuses a file that is there
+    except FileExistsError:
+        if aside is not None:
+            _move_back(aside, path)
+        raise _taken(path) from None
+    except BaseException:
+        if aside is not None:
+            _move_back(aside, path)
+        raise
+    os.unlink(tmp)
+    if aside is not None:
+        os.unlink(aside)
+
+
+def _taken(path: Path) -> FileExistsError:
+    return FileExistsError(errno.EEXIST, "another program wrote this file; it was kept, not replaced", str(path))
+
+
+def _move_back(aside: str, path: Path):
+    "Give the file moved aside its name again, unless a new file has taken it (then it keeps its name `aside`)."
+    try:
+        os.link(aside, path)
+        os.unlink(aside)
+    except FileExistsError:
+        pass
 
 
 def _umask() -> int:

@@ -14,7 +14,7 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError, python_number
 from .epoch import TrainState, run_epoch
 from .resume import load_checkpoint
-from .files import check_save_path
+from .files import check_save_path, file_mark
 from .loss import LabelSmoothing, SimpleLossCompute
 from .precision import resolve_precision
 from .schedule import noam_optimizer
@@ -23,15 +23,6 @@ from .schedule import noam_optimizer
 __all__ = ['SingleProcess', 'train']
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
-def _mark(path: Path):
-    "What identifies the file at `path` (None if there is none): it changes whenever the file is written."
-    try:
-        s = path.stat()
-    except FileNotFoundError:
-        return None
-    return s.st_ino, s.st_mtime_ns, s.st_size
-
-
 class SingleProcess:
     """How `train` works with the other processes training the same model, when there are none: every method is the
     identity. Chapter 10's `World` implements the same methods for data-parallel training on several processes."""
@@ -109,7 +100,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
         if save.exists() and not (continuing or overwrite):
             raise ValueError(f"save {save}: the file exists; pass resume={str(save)!r} to continue its run, or "
                              f"overwrite=True to replace it")
-        mark = _mark(save)
+        mark = file_mark(save)
     if loss_compute is None:
         vocab, pad = config.tgt_vocab, config.padding_idx
         if pad is None:
@@ -164,13 +155,19 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
             record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
             history.append(record)
             if save is not None and world.is_main:
-                if _mark(save) != mark:
-                    raise FileExistsError(f"save {save}: another program wrote this file during training; it was "
-                                          f"not replaced, and epoch {epoch} was not saved")
+                taken = FileExistsError(f"save {save}: another program wrote this file during training; it was "
+                                        f"not replaced, and epoch {epoch} was not saved")
+                if file_mark(save) != mark:
+                    raise taken
                 latest = {"latest": dict(model.state_dict())} if average is not None else {}
-                save_checkpoint(save, kept, optimizer, scheduler, state, {**extra, "history": history, **latest}, kind,
-                                overwrite=True)                           # this run's own file (checked above)
-                mark = _mark(save)
+                try:                                                      # onto this run's own file, or nothing,
+                    save_checkpoint(save, kept, optimizer, scheduler, state,  # even if one appears meanwhile
+                                    {**extra, "history": history, **latest}, kind, replaces=mark)
+                except (FileExistsError, ValueError):
+                    if file_mark(save) != mark:
+                        raise taken from None
+                    raise
+                mark = file_mark(save)
             if on_epoch is not None and world.is_main:
                 on_epoch(record)
             if stop is not None and stop(history):

@@ -13,6 +13,7 @@ from torch import nn
 
 from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding, check_tokens
 from .attention import MultiHeadedAttention, check_mask, store_attention_weights
+from .masks import check_source_mask
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder, xavier_init)
 
 # %% auto #0
@@ -34,6 +35,7 @@ class EncoderDecoder(nn.Module):
         "`src` `(batch, len_src)` ids, `src_mask` `(batch, 1, len_src)` → memory `(batch, len_src, d_model)`."
         check_tokens(src, self.src_embed[0].vocab, "src")              # where the ids enter: once (chapter 00)
         check_mask(src_mask, (src.size(0), 1, src.size(-1)), "src_mask")
+        check_source_mask(src, src_mask, self.src_embed[0].lut.padding_idx)   # ignore-masks, sentences with no key
         return self.encoder(self.src_embed(src), src_mask)
 
     def decode(self, memory, src_mask, tgt, tgt_mask=None, cache: list | None = None, start: int = 0):

@@ -22,7 +22,7 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
     step = max(step, 1)
     return factor * (model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5))
 
-# %% ../nbs/05_training.ipynb #3c26e735
+
 def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
     """The paper's optimizer: Adam (β = 0.9, 0.98; ε = 1e-9) with the Noam schedule `rate` for the model's `d_model`.
     The defaults, factor 1 and 400 warmup steps, suit this book's small runs (the paper warms up for 4,000)."""

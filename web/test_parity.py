@@ -3,7 +3,9 @@
 Run:  python -m pytest -q web/test_parity.py   (part of the repository's `pytest`; chromium as for tests/test_docs.py)
 
 The model is the translator the package ships (reference.CHECKPOINT; $TRANSFORMER_NB_CKPT to choose another). Its
-weights are exported (`transformer_nb.web.export_weights`) into build/ at the start, in int8 and float16, and every check runs on four pages: {file://, http://} x {int8, float16}. PyTorch's references use
+weights are exported (`transformer_nb.web.export_weights`) into build/ at the start, in int8 and float16, and every check runs
+on two pages served over http://, one for each; from file://, each weights file loads and the page translates a few
+sentences exactly as over http:// (the engine computes the same whichever way the page was opened). PyTorch's references use
 `dequantized_model(model, dtype)`: the float32 weights the browser computes with.
 
 (a) tokenizer: ids and decoded text equal Python's on every Multi30k validation and test sentence, German and English;
@@ -119,15 +121,18 @@ class Page:
         return self.page.evaluate(expression, arg)
 
 
-@pytest.fixture(scope="module", params=[(s, d) for s in ("file", "http") for d in DTYPES],
-                ids=lambda p: f"{p[0]}-{p[1]}")
-def page(request, browser, http_root, model_and_tokenizer):
-    scheme, dtype = request.param
-    base = HERE.as_uri() + "/" if scheme == "file" else http_root
+def open_page(browser, base: str, dtype: str) -> Page:
+    "test.html with the `dtype` weights, from `base` (a file:// folder or the http:// server), once it is ready."
     p = Page(browser.new_page(), dtype)
     p.page.goto(f"{base}test.html?weights=build/weights-{dtype}.js")
     info = p.js("() => window.ready")
     assert info["dtype"] == dtype
+    return p
+
+
+@pytest.fixture(scope="module", params=DTYPES, ids=lambda d: f"http-{d}")
+def page(request, browser, http_root, model_and_tokenizer):
+    p = open_page(browser, http_root, request.param)
     yield p
     p.page.close()
 
@@ -318,6 +323,19 @@ def test_other_architectures(browser, variant):
         check_maps(reference, result)
     for result, sentence in zip(js_translate(page, sentences, 3, 1.2), sentences):
         assert result["tokens"] == reference.beam(sentence, 3, 1.2)[0]
+    assert page.errors == []
+    page.page.close()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_page_opened_from_a_file_translates_the_same(browser, references, dtype):
+    "Opened from file:// (no server): the weights load, and greedy and beam-5 tokens equal PyTorch's; no errors."
+    page = open_page(browser, HERE.as_uri() + "/", dtype)
+    reference, sentences = references[dtype], parity_sentences()[:3]
+    for sentence, result in zip(sentences, js_translate(page, sentences, 1, 0.6)):
+        assert result["tokens"] == reference.greedy(sentence), sentence
+    for sentence, result in zip(sentences[:2], js_translate(page, sentences[:2], 5, 1.2)):
+        assert result["tokens"] == reference.beam(sentence, 5, 1.2)[0], sentence
     assert page.errors == []
     page.page.close()
 
