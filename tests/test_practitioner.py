@@ -193,79 +193,120 @@ def test_precision_auto_is_decided_by_the_hardware():
 
 
 def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monkeypatch):
-    """A file that appears at the destination while the new one is being written (after every check, before the
-    rename) is kept, never replaced: onto nothing (`replaces=None`), onto this run's own file (`replaces=file_mark`),
-    and through `train(save=...)`, whose check before saving a second run can slip past."""
+    """A file that another program puts at the destination while this one writes (after every check, before the new
+    file gets its name) is kept, never replaced: onto nothing (`replaces=None`) and onto this run's own file
+    (`replaces=file_mark`), with Linux's exchange of names and without it, with and without hard links; Ctrl-C in the
+    middle of the exchange leaves the old file. Through `train(save=...)` too, also after a save (the mark is the one
+    of the file written, not read again)."""
     from transformer_nb import checkpoint, files
     from transformer_nb.fit import train
     from transformer_nb.files import file_mark
-    path = tmp_path / "run.pt"
+    path, other = tmp_path / "run.pt", tmp_path / "other"
 
-    def intruding(data):
+    def intruding(data, in_place=False):
         def write(f):
-            path.write_bytes(b"the other run's file")                 # appears inside the window
+            if in_place:
+                path.write_bytes(b"the other run's file")             # the same inode, rewritten
+            else:
+                other.write_bytes(b"the other run's file")
+                os.replace(other, path)                               # a new file at the name
             f.write(data)
         return write
 
-    with pytest.raises(FileExistsError, match="kept, not replaced"):
-        atomic_write(path, intruding(b"mine"), replaces=None)
-    assert path.read_bytes() == b"the other run's file"
-    path.unlink()
-    atomic_write(path, lambda f: f.write(b"mine 1"), replaces=None)
-    mine = file_mark(path)
-    atomic_write(path, lambda f: f.write(b"mine 2"), replaces=mine)   # its own file: replaced
-    assert path.read_bytes() == b"mine 2"
-    with pytest.raises(FileExistsError, match="kept, not replaced"):
-        atomic_write(path, lambda f: f.write(b"mine 3"), replaces=mine)   # no longer the file `mine` marks
-    assert path.read_bytes() == b"mine 2"
-    with pytest.raises(FileExistsError):
-        atomic_write(path, intruding(b"mine 4"), replaces=file_mark(path))
-    assert path.read_bytes() == b"the other run's file"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]     # no temporary file left behind
+    def leftovers():
+        return sorted(p.name for p in tmp_path.iterdir() if p.name != "run.pt")
+
+    for exchange in (True, False):                                    # Linux's renameat2, or the fallback
+        if not exchange:
+            monkeypatch.setattr(files, "_exchange", lambda a, b: False)
+        for in_place in (False, True):
+            path.unlink(missing_ok=True)
+            with pytest.raises(FileExistsError, match="kept, not replaced"):
+                atomic_write(path, intruding(b"mine", in_place), replaces=None)
+            assert path.read_bytes() == b"the other run's file" and leftovers() == []
+            path.unlink()
+            mine = atomic_write(path, lambda f: f.write(b"mine 1"), replaces=None)
+            assert mine == file_mark(path)
+            mine = atomic_write(path, lambda f: f.write(b"mine 2"), replaces=mine)   # its own file: replaced
+            assert path.read_bytes() == b"mine 2" and mine == file_mark(path)
+            with pytest.raises(FileExistsError, match="kept, not replaced"):
+                atomic_write(path, intruding(b"mine 3", in_place), replaces=mine)
+            assert path.read_bytes() == b"the other run's file" and leftovers() == []
+    monkeypatch.undo()
 
     path.unlink()
-    real = checkpoint.atomic_write
-    def slipping_in(target, write, replaces="any"):                    # the other run writes after train's check
-        if len(saves) == 1:
-            target.write_bytes(b"the other run's file")
-        saves.append(target)
-        return real(target, write, replaces)
-    saves = []
-    monkeypatch.setattr(checkpoint, "atomic_write", slipping_in)
-    torch.manual_seed(0)
-    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0)
-    batch = Batch(torch.tensor([[1, 5, 6, 2]]), torch.tensor([[1, 5, 6, 2]]))
-    with pytest.raises(FileExistsError, match="epoch 2 was not saved"):
-        train([batch], model, epochs=3, save=path, progress=False)
-    assert path.read_bytes() == b"the other run's file" and len(saves) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
-    assert files.file_mark(tmp_path / "none.pt") is None
+    real_link = os.link
+    monkeypatch.setattr(files.os, "link", lambda a, b: (_ for _ in ()).throw(PermissionError(1, "no hard links")))
+    mine = atomic_write(path, lambda f: f.write(b"mine"), replaces=None)   # a file system without hard links
+    assert path.read_bytes() == b"mine" and leftovers() == []
+    with pytest.raises(FileExistsError):
+        atomic_write(path, lambda f: f.write(b"again"), replaces=None)
+    monkeypatch.setattr(files.os, "link", real_link)
+
+    calls = []
+    def interrupted(p):                                               # Ctrl-C while the names are exchanged
+        calls.append(p)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(files, "file_mark", lambda p: interrupted(p) if calls == [] and ".tmp" in str(p)
+                        and Path(p).read_bytes() == b"mine" else file_mark(p))
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(path, lambda f: f.write(b"new"), replaces=mine)
+    assert calls and path.read_bytes() == b"mine" and leftovers() == []
+    monkeypatch.undo()
+
+    for when in ("before", "after"):                                  # through train
+        path.unlink(missing_ok=True)
+        real = checkpoint.atomic_write
+        saves = []
+        def slipping_in(target, write, replaces="any"):
+            if when == "before" and len(saves) == 1:                  # after train's check, before the write
+                target.write_bytes(b"the other run's file")
+            saves.append(target)
+            mark = real(target, write, replaces)
+            if when == "after" and len(saves) == 1:                   # right after this run's first save
+                other.write_bytes(b"the other run's file")
+                os.replace(other, target)
+            return mark
+        monkeypatch.setattr(checkpoint, "atomic_write", slipping_in)
+        torch.manual_seed(0)
+        model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0)
+        batch = Batch(torch.tensor([[1, 5, 6, 2]]), torch.tensor([[1, 5, 6, 2]]))
+        with pytest.raises(FileExistsError, match="epoch 2 was not saved"):
+            train([batch], model, epochs=3, save=path, progress=False)
+        assert path.read_bytes() == b"the other run's file" and leftovers() == []
+        monkeypatch.undo()
+    with pytest.raises(TypeError, match="`replaces` must be"):
+        atomic_write(path, lambda f: f.write(b"x"), replaces="none")
 
 
 def test_bf16_training_follows_fp32():
-    """Appendix 13's side-by-side run is slow where bfloat16 is emulated (the tests skip it): the same claim at a small
-    size. 60 steps on the same batches under bfloat16 autocast and in float32: the first loss within 1%, the mean of the
-    last 10 within 3%, every loss finite, the weights still float32."""
+    """Appendix 13's side-by-side run is slow where bfloat16 has no hardware units (the tests skip it): the same claim at a
+    small size and on the same kind of task, targets counting upward through 10 symbols from a random start, whose loss
+    cannot fall below ln(10) / 9. 150 steps on the same batches in float32 and under bfloat16 autocast: the first loss
+    within 1%, both near the floor at the end, the mean of the last 10 within 3%, the weights still float32."""
     from transformer_nb.schedule import noam_optimizer
     def run(precision):
         torch.manual_seed(0)
-        model = make_model(13, 13, N=1, d_model=32, d_ff=64, h=4, dropout=0.0)
-        optimizer, scheduler = noam_optimizer(model, factor=1.0, warmup=10)
+        model = make_model(13, 13, N=1, d_model=32, d_ff=64, h=4, dropout=0.0, padding_idx=0)
+        optimizer, scheduler = noam_optimizer(model, factor=0.5, warmup=10)
         loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(13, 0, 0.0))
         g, losses = torch.Generator().manual_seed(1), []
-        for _ in range(60):
-            body = torch.randint(3, 13, (16, 5), generator=g)
-            ends = lambda x: torch.cat([torch.ones(16, 1, dtype=torch.long), x, torch.full((16, 1), 2)], 1)
-            loss, _ = run_epoch([Batch(ends(body), ends(body.flip(1)))], model, loss_compute, optimizer, scheduler,
+        ends = lambda x: torch.cat([torch.ones(16, 1, dtype=torch.long), x, torch.full((16, 1), 2)], 1)
+        for _ in range(150):
+            start = torch.randint(0, 10, (16, 1), generator=g)
+            counting = 3 + (start + torch.arange(8)) % 10                  # ids 3..12, each one after the last
+            src = torch.randint(3, 13, (16, 8), generator=g)
+            loss, _ = run_epoch([Batch(ends(src), ends(counting))], model, loss_compute, optimizer, scheduler,
                                 precision=precision, progress=False)
             losses.append(loss)
         assert {p.dtype for p in model.parameters()} == {torch.float32}
         return losses
     fp32, bf16 = run("fp32"), run("bf16")
+    floor = math.log(10) / 9                                             # 8 counting labels and EOS; 1 unknown
     assert all(map(math.isfinite, bf16))
     assert abs(bf16[0] - fp32[0]) < 0.01 * fp32[0]
     late32, late16 = sum(fp32[-10:]) / 10, sum(bf16[-10:]) / 10
-    assert late32 < 0.7 * fp32[0]                                        # it learns at all
+    assert late32 < 1.1 * floor and late16 < 1.1 * floor, (late32, late16, floor)
     assert abs(late16 - late32) < 0.03 * late32, (late16, late32)
 
 

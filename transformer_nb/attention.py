@@ -58,7 +58,7 @@ def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal:
     zeros, as in `attention`. `causal=True` (with no `mask`): query `i` attends to keys `j <= i`, by the kernel's own
     causal mask. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
     if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 on a CPU (appendix 13): forward +
-        with torch.autocast("cpu", enabled=False):                     # backward is far slower in bfloat16 than
+        with torch.autocast("cpu", enabled=False):                     # backward is slower in bfloat16 than
             out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p, causal)  # in float32
         return out.to(query.dtype)
     if mask is None:

@@ -27,7 +27,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
     """Save config, weights, optimizer, scheduler, train state (chapter 05's `TrainState`), RNG states, `extra` (plain
     Python data, e.g. a tokenizer) and `kind` (what the model is for, e.g. 'copy') to `path`, atomically. An existing
     file is replaced only with `overwrite=True`, or only the file that `replaces` marks (`file_mark`: what `train`
-    passes, its own last save), even when another program writes to `path` while this one saves."""
+    passes, its own last save), even when another program writes to `path` while this one saves. Returns the
+    written file's `file_mark`."""
     if not isinstance(overwrite, bool):
         raise TypeError(f"`overwrite` must be True or False, got {overwrite!r}")
     if not isinstance(kind, str) or not kind:
@@ -49,8 +50,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
         "cuda_rng_state": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
         "extra": extra,
     }
-    atomic_write(path, lambda f: torch.save(checkpoint, f), replaces=replaces if replaces is not None or not overwrite
-                 else "any")
+    return atomic_write(path, lambda f: torch.save(checkpoint, f),
+                        replaces=replaces if replaces is not None or not overwrite else "any")
 
 
 CHECKPOINT_FORMAT = "transformer-nb checkpoint 3"   # 3: W^Q, W^K, W^V stacked in one `w_qkv` (chapter 02)

@@ -5,8 +5,11 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -20,7 +23,11 @@ def atomic_write(path, write, replaces="any"):
     """Write a file all at once or not at all: `write(f)` fills a temporary file beside `path`, which is flushed to disk
     and then given the name `path`. A crash or Ctrl-C at any moment leaves either the old file or the new one, never
     half. `replaces` says which file the new one may take the place of: "any" (whatever is there), None (none: `path`
-    must still be free), or a `file_mark` (only that file). Otherwise `FileExistsError`, and the file there is kept."""
+    must still be free), or a `file_mark` (only that file). Otherwise `FileExistsError`, and the file there is kept.
+    Returns the `file_mark` of the file written."""
+    if not (replaces is None or (isinstance(replaces, str) and replaces == "any")
+            or (isinstance(replaces, tuple) and len(replaces) == 3)):
+        raise TypeError(f"`replaces` must be 'any', None or a file_mark, got {replaces!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)                      # folders `check_save_path` let through
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
@@ -30,7 +37,8 @@ def atomic_write(path, write, replaces="any"):
             f.flush()
             os.fsync(f.fileno())                                          # the bytes are on disk ...
         os.chmod(tmp, 0o666 & ~_umask())
-        if isinstance(replaces, str) and replaces == "any":
+        mark = file_mark(tmp)                                             # renaming and linking keep it
+        if isinstance(replaces, str):
             os.replace(tmp, path)                                         # ... before the name points at them
         else:
             _put_in_place(tmp, path, replaces)
@@ -46,10 +54,12 @@ def atomic_write(path, write, replaces="any"):
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+    return mark
 
 
 def file_mark(path):
-    "What identifies the file at `path` (None if there is none): it changes whenever the file is written."
+    """What identifies the file at `path` (None if there is none): its inode, modification time and size, which change
+    when the file is replaced or written again."""
     try:
         s = Path(path).stat()
     except FileNotFoundError:
@@ -58,45 +68,58 @@ def file_mark(path):
 
 
 def _put_in_place(tmp: str, path: Path, replaces):
-    """Name `tmp` `path` only onto nothing (`replaces` None) or onto the file `replaces` marks, with no moment in
-    which a file that appears at `path` could be overwritten: the file there is first moved aside (one atomic
-    rename) and compared, and `os.link` names the new file only where no file is."""
-    aside = None
-    if replaces is not None:
-        aside = f"{tmp}.previous"
+    """Give `tmp` the name `path` only where no file is (`replaces` None) or onto the file `replaces` marks. On Linux
+    nothing can slip in between the comparison and the write: `os.link` never replaces a file, and the two names are
+    exchanged in one step (a stranger's file gets its name back at once). Elsewhere, a check, then a rename."""
+    if replaces is not None and _exchange(tmp, path):                  # tmp now names what was at `path`
+        ours = False
         try:
-            os.rename(path, aside)                                        # whatever is there now, out of the way
-        except FileNotFoundError:
-            aside = None                                                  # gone: write onto nothing
-        if aside is not None and file_mark(aside) != replaces:
-            _move_back(aside, path)
+            ours = file_mark(tmp) == replaces
+        finally:
+            if not ours:
+                _exchange(tmp, path)                                      # a stranger's file: its name back
+        if not ours:
             raise _taken(path)
+        os.unlink(tmp)                                                    # this run's previous file
+        return
+    if replaces is not None and file_mark(path) not in (None, replaces):
+        raise _taken(path)
+    if replaces is not None and file_mark(path) is not None:
+        os.replace(tmp, path)                                             # no exchange on this system
+        return
     try:
-        os.link(tmp, path)                                                # refuses a file that is there
+        os.link(tmp, path)                                                # onto nothing: never replaces
     except FileExistsError:
-        if aside is not None:
-            _move_back(aside, path)
         raise _taken(path) from None
-    except BaseException:
-        if aside is not None:
-            _move_back(aside, path)
-        raise
+    except OSError:                                                       # no hard links (FAT, some network file
+        if os.path.lexists(path):                                         # systems): a check, then a rename
+            raise _taken(path) from None
+        os.replace(tmp, path)
+        return
     os.unlink(tmp)
-    if aside is not None:
-        os.unlink(aside)
+
+
+def _exchange(a: str, b: Path) -> bool:
+    "Swap the files named `a` and `b` in one step (Linux's renameat2); False where it cannot, or `b` does not exist."
+    rename = getattr(_libc(), "renameat2", None) if sys.platform.startswith("linux") else None
+    if rename is None:
+        return False
+    at_cwd, exchange = -100, 2                                            # AT_FDCWD, RENAME_EXCHANGE
+    if rename(at_cwd, os.fsencode(a), at_cwd, os.fsencode(str(b)), exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+@functools.cache
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _taken(path: Path) -> FileExistsError:
     return FileExistsError(errno.EEXIST, "another program wrote this file; it was kept, not replaced", str(path))
-
-
-def _move_back(aside: str, path: Path):
-    "Give the file moved aside its name again, unless a new file has taken it (then it keeps its name `aside`)."
-    try:
-        os.link(aside, path)
-        os.unlink(aside)
-    except FileExistsError:
-        pass
 
 
 def _umask() -> int:

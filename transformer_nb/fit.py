@@ -161,13 +161,12 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                     raise taken
                 latest = {"latest": dict(model.state_dict())} if average is not None else {}
                 try:                                                      # onto this run's own file, or nothing,
-                    save_checkpoint(save, kept, optimizer, scheduler, state,  # even if one appears meanwhile
-                                    {**extra, "history": history, **latest}, kind, replaces=mark)
+                    mark = save_checkpoint(save, kept, optimizer, scheduler, state,  # even if one appears meanwhile
+                                           {**extra, "history": history, **latest}, kind, replaces=mark)
                 except (FileExistsError, ValueError):
                     if file_mark(save) != mark:
                         raise taken from None
                     raise
-                mark = file_mark(save)
             if on_epoch is not None and world.is_main:
                 on_epoch(record)
             if stop is not None and stop(history):

@@ -86,4 +86,4 @@ class SimpleLossCompute:
             x, y = x[rows], y[rows]                                     # (ntokens, d_model), (ntokens,)
         norm = max(norm, 1)                       # a batch of padding only: loss 0, not 0/0
         loss = self.criterion(self.generator(x), y) / norm             # generator: (ntokens, vocab)
-        return loss.detach().double() * norm, loss                    # the sum in float64: totals stay exact
+        return loss.detach().double() * norm, loss                    # float64: sums of batches lose nothing more

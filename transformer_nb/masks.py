@@ -98,7 +98,7 @@ def check_source_mask(src, src_mask, padding_idx: int | None = None, name: str =
     """Raise a clear error if the keep-mask `src_mask` (broadcast to `(batch, 1, len)`) leaves a sentence of `src`
     without a key, or, where `padding_idx` is known, keeps exactly the padding and masks every real token (an
     ignore-mask). On a GPU or inside `torch.compile`: device-side assertions, nothing waits."""
-    if src_mask is None or src.numel() == 0:
+    if src_mask is None or src.size(0) == 0:
         return
     keep = src_mask.expand(src.size(0), 1, src.size(-1))[:, 0]        # (batch, len)
     pad = src == padding_idx if padding_idx is not None else None

@@ -4,8 +4,8 @@ Run:  python -m pytest -q web/test_parity.py   (part of the repository's `pytest
 
 The model is the translator the package ships (reference.CHECKPOINT; $TRANSFORMER_NB_CKPT to choose another). Its
 weights are exported (`transformer_nb.web.export_weights`) into build/ at the start, in int8 and float16, and every check runs
-on two pages served over http://, one for each; from file://, each weights file loads and the page translates a few
-sentences exactly as over http:// (the engine computes the same whichever way the page was opened). PyTorch's references use
+on two pages served over http://, one for each; from file://, each weights file loads and the page gives PyTorch's
+greedy and beam tokens for a few sentences, and the architecture variants (random models, int8) run. PyTorch's references use
 `dequantized_model(model, dtype)`: the float32 weights the browser computes with.
 
 (a) tokenizer: ids and decoded text equal Python's on every Multi30k validation and test sentence, German and English;
