@@ -1051,3 +1051,29 @@ def test_a_translation_file_without_its_extra_is_one_line(tmp_path):
         load_translator(tmp_path / "bare.pt")
     status, _, err = _run(["translate", "--resume", str(tmp_path / "bare.pt"), "--data", str(tmp_path)])
     assert status == 2 and "a model without its training run or tokenizer" in err and "Traceback" not in err
+
+
+def test_a_hostile_probe_beyond_the_list(tmp_path):
+    """From probing the API again: a pad id outside the vocabulary of `LabelSmoothing` (an IndexError later), a
+    fractional warmup (trained with), and `save_checkpoint` onto a folder (told to pass overwrite=True, which then
+    failed) are each refused in one line naming the argument."""
+    import torch
+    from transformer_nb.checkpoint import save_checkpoint
+    from transformer_nb.loss import LabelSmoothing
+    from transformer_nb.model import make_model
+    from transformer_nb.schedule import linear_decay_optimizer, noam_optimizer, rate
+    with pytest.raises(ValueError, match=r"`padding_idx` must be a token id in \[0, size=5\), got 7"):
+        LabelSmoothing(5, padding_idx=7, smoothing=0.1)
+    with pytest.raises(ValueError, match="`padding_idx` must be a token id"):
+        LabelSmoothing(5, padding_idx=None)
+    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2)
+    for bad in (2.5, 0, True, "400"):
+        with pytest.raises(ValueError, match="`warmup` must be a whole number of steps, at least 1"):
+            noam_optimizer(model, 1.0, bad)
+    with pytest.raises(ValueError, match="`warmup` must be a whole number of steps"):
+        linear_decay_optimizer(model, 1e-3, 2.5, 100)
+    assert rate(1, 16, 1.0, 4) > 0
+    for overwrite in (False, True):
+        with pytest.raises(ValueError, match="is a folder; give a file name such as"):
+            save_checkpoint(tmp_path, model, overwrite=overwrite)
+    assert list(tmp_path.iterdir()) == []

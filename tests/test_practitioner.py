@@ -216,7 +216,10 @@ def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monk
     def leftovers():
         return sorted(p.name for p in tmp_path.iterdir() if p.name != "run.pt")
 
-    for exchange in (True, False):                                    # Linux's renameat2, or the fallback
+    (tmp_path / "a").write_bytes(b"a"), (tmp_path / "b").write_bytes(b"b")
+    can_exchange = files._exchange(str(tmp_path / "a"), tmp_path / "b")   # Linux, a local file system
+    (tmp_path / "a").unlink(), (tmp_path / "b").unlink()
+    for exchange in (True, False) if can_exchange else (False,):      # Linux's renameat2, or the fallback
         if not exchange:
             monkeypatch.setattr(files, "_exchange", lambda a, b: False)
         for in_place in (False, True):
@@ -243,16 +246,17 @@ def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monk
         atomic_write(path, lambda f: f.write(b"again"), replaces=None)
     monkeypatch.setattr(files.os, "link", real_link)
 
-    calls = []
-    def interrupted(p):                                               # Ctrl-C while the names are exchanged
-        calls.append(p)
-        raise KeyboardInterrupt
-    monkeypatch.setattr(files, "file_mark", lambda p: interrupted(p) if calls == [] and ".tmp" in str(p)
-                        and Path(p).read_bytes() == b"mine" else file_mark(p))
-    with pytest.raises(KeyboardInterrupt):
-        atomic_write(path, lambda f: f.write(b"new"), replaces=mine)
-    assert calls and path.read_bytes() == b"mine" and leftovers() == []
-    monkeypatch.undo()
+    if can_exchange:                                                  # Ctrl-C while the names are exchanged
+        calls = []
+        def interrupted(p):
+            calls.append(p)
+            raise KeyboardInterrupt
+        monkeypatch.setattr(files, "file_mark", lambda p: interrupted(p) if calls == [] and ".tmp" in str(p)
+                            and Path(p).read_bytes() == b"mine" else file_mark(p))
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write(path, lambda f: f.write(b"new"), replaces=mine)
+        assert calls and path.read_bytes() == b"mine" and leftovers() == []
+        monkeypatch.undo()
 
     for when in ("before", "after"):                                  # through train
         path.unlink(missing_ok=True)
@@ -275,6 +279,13 @@ def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monk
             train([batch], model, epochs=3, save=path, progress=False)
         assert path.read_bytes() == b"the other run's file" and leftovers() == []
         monkeypatch.undo()
+    path.unlink()
+    torch.manual_seed(0)
+    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, dropout=0.0, padding_idx=0)
+    batch = Batch(torch.tensor([[1, 5, 6, 2]]), torch.tensor([[1, 5, 6, 2]]))
+    train([batch], model, epochs=2, save=path, progress=False,
+          on_epoch=lambda record: record["epoch"] == 1 and path.rename(tmp_path / "backup.pt"))   # moved away
+    assert read_checkpoint(path)["extra"]["history"][-1]["epoch"] == 2 and (tmp_path / "backup.pt").exists()
     with pytest.raises(TypeError, match="`replaces` must be"):
         atomic_write(path, lambda f: f.write(b"x"), replaces="none")
 
@@ -282,7 +293,7 @@ def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monk
 def test_bf16_training_follows_fp32():
     """Appendix 13's side-by-side run is slow where bfloat16 has no hardware units (the tests skip it): the same claim at a
     small size and on the same kind of task, targets counting upward through 10 symbols from a random start, whose loss
-    cannot fall below ln(10) / 9. 150 steps on the same batches in float32 and under bfloat16 autocast: the first loss
+    cannot fall below ln(10) / 9. 250 steps on the same batches in float32 and under bfloat16 autocast: the first loss
     within 1%, both near the floor at the end, the mean of the last 10 within 3%, the weights still float32."""
     from transformer_nb.schedule import noam_optimizer
     def run(precision):
@@ -292,7 +303,7 @@ def test_bf16_training_follows_fp32():
         loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(13, 0, 0.0))
         g, losses = torch.Generator().manual_seed(1), []
         ends = lambda x: torch.cat([torch.ones(16, 1, dtype=torch.long), x, torch.full((16, 1), 2)], 1)
-        for _ in range(150):
+        for _ in range(250):                                             # 150 are not enough on one thread
             start = torch.randint(0, 10, (16, 1), generator=g)
             counting = 3 + (start + torch.arange(8)) % 10                  # ids 3..12, each one after the last
             src = torch.randint(3, 13, (16, 8), generator=g)

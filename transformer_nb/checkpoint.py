@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .files import atomic_write
+from .files import atomic_write, check_save_path
 from .attention import stack_qkv
 from .model import ModelConfig, make_model, make_model_defaults
 
@@ -33,7 +33,8 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
         raise TypeError(f"`overwrite` must be True or False, got {overwrite!r}")
     if not isinstance(kind, str) or not kind:
         raise ValueError(f"`kind` must be a non-empty string saying what the model is for, e.g. 'copy', got {kind!r}")
-    if not overwrite and replaces is None and Path(path).exists():
+    path = check_save_path(path, "path")                      # not a folder, not empty, writable
+    if not overwrite and replaces is None and path.exists():
         raise ValueError(f"path {path}: the file exists; pass overwrite=True to replace it")
     if not hasattr(model, "config"):
         raise ValueError("`model` has no `config`: build it with make_model so the checkpoint can rebuild it")

@@ -28,9 +28,10 @@ def atomic_write(path, write, replaces="any"):
     if not (replaces is None or (isinstance(replaces, str) and replaces == "any")
             or (isinstance(replaces, tuple) and len(replaces) == 3)):
         raise TypeError(f"`replaces` must be 'any', None or a file_mark, got {replaces!r}")
-    path = Path(path)
+    path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)                      # folders `check_save_path` let through
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
+    mark = None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -43,8 +44,11 @@ def atomic_write(path, write, replaces="any"):
         else:
             _put_in_place(tmp, path, replaces)
     except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if mark is None or file_mark(tmp) == mark:                        # only the file this call wrote: after
+            with contextlib.suppress(OSError):                            # an exchange, `tmp` may name another
+                os.unlink(tmp)
+        elif file_mark(tmp) is not None and hasattr(e, "add_note"):     # Python 3.11 on
+            e.add_note(f"the file that had the name {path} is kept at {tmp}")
         if isinstance(e, OSError) and e.filename is None:                 # e.g. a full disk: say which file
             raise OSError(e.errno, e.strerror or str(e), str(path)) from e
         raise
@@ -58,8 +62,8 @@ def atomic_write(path, write, replaces="any"):
 
 
 def file_mark(path):
-    """What identifies the file at `path` (None if there is none): its inode, modification time and size, which change
-    when the file is replaced or written again."""
+    """What identifies the file at `path` (None if there is none): its inode, modification time and size, which a
+    replacement or a new write changes (short of a same-size rewrite within the file system's clock tick)."""
     try:
         s = Path(path).stat()
     except FileNotFoundError:
@@ -70,14 +74,16 @@ def file_mark(path):
 def _put_in_place(tmp: str, path: Path, replaces):
     """Give `tmp` the name `path` only where no file is (`replaces` None) or onto the file `replaces` marks. On Linux
     nothing can slip in between the comparison and the write: `os.link` never replaces a file, and the two names are
-    exchanged in one step (a stranger's file gets its name back at once). Elsewhere, a check, then a rename."""
+    exchanged in one step (a stranger's file gets its name back at once). Where the file system cannot (not Linux;
+    network file systems, FAT, many FUSE mounts), a check, then a rename."""
     if replaces is not None and _exchange(tmp, path):                  # tmp now names what was at `path`
         ours = False
         try:
             ours = file_mark(tmp) == replaces
         finally:
-            if not ours:
-                _exchange(tmp, path)                                      # a stranger's file: its name back
+            if not ours and not _exchange(tmp, path):                     # a stranger's file: its name back
+                raise FileExistsError(errno.EEXIST, f"another program wrote this file; it is kept at {tmp}",
+                                      str(path))
         if not ours:
             raise _taken(path)
         os.unlink(tmp)                                                    # this run's previous file
@@ -91,8 +97,10 @@ def _put_in_place(tmp: str, path: Path, replaces):
         os.link(tmp, path)                                                # onto nothing: never replaces
     except FileExistsError:
         raise _taken(path) from None
-    except OSError:                                                       # no hard links (FAT, some network file
-        if os.path.lexists(path):                                         # systems): a check, then a rename
+    except OSError as e:                                                  # no hard links (FAT, some network file
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.ENOSYS):   # systems): a check,
+            raise                                                         # then a rename
+        if os.path.lexists(path):
             raise _taken(path) from None
         os.replace(tmp, path)
         return

@@ -60,7 +60,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
       (a checkpoint, written atomically, that `resume` can continue from exactly); `on_epoch(record)` is called;
       `stop(history)` returning True ends training early.
     - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
-    - `save` never replaces a file this run did not write: an existing file only with `resume` of that same file or
+    - `save` replaces an existing file only with `resume` of that same file or
       `overwrite=True`, and a file that another program writes there during training is refused, not replaced.
     - `world`: the processes training together (chapter 10's `World`); default one process, `SingleProcess()`.
     - `precision`: "fp32", "bf16" or "auto" (appendix 13); weights, gradients and optimizer stay
@@ -157,12 +157,13 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
             if save is not None and world.is_main:
                 taken = FileExistsError(f"save {save}: another program wrote this file during training; it was "
                                         f"not replaced, and epoch {epoch} was not saved")
-                if file_mark(save) != mark:
+                if file_mark(save) not in (mark, None):                   # moved away or deleted: write anew
                     raise taken
                 latest = {"latest": dict(model.state_dict())} if average is not None else {}
                 try:                                                      # onto this run's own file, or nothing,
                     mark = save_checkpoint(save, kept, optimizer, scheduler, state,  # even if one appears meanwhile
-                                           {**extra, "history": history, **latest}, kind, replaces=mark)
+                                           {**extra, "history": history, **latest}, kind,
+                                           replaces=mark if file_mark(save) is not None else None)
                 except (FileExistsError, ValueError):
                     if file_mark(save) != mark:
                         raise taken from None

@@ -17,8 +17,7 @@ __all__ = ['rate', 'noam_optimizer', 'linear_decay', 'linear_decay_optimizer']
 # %% ../nbs/05_training.ipynb #2eefca61
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
     "Noam schedule: `factor * model_size**-0.5 * min(step**-0.5, step * warmup**-1.5)` (step 0 counts as 1)."
-    if warmup < 1:
-        raise ValueError(f"`warmup` must be at least 1 step, got {warmup}")
+    _check_warmup(warmup)
     step = max(step, 1)
     return factor * (model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5))
 
@@ -38,6 +37,12 @@ def _check_rate(value, name: str):
         raise ValueError(f"`{name}` must be a positive finite number, got {value!r}")
 
 
+def _check_warmup(warmup):
+    "A warmup is a whole number of optimizer steps, at least 1."
+    if isinstance(warmup, bool) or not isinstance(warmup, numbers.Integral) or warmup < 1:
+        raise ValueError(f"`warmup` must be a whole number of steps, at least 1, got {warmup!r}")
+
+
 def _adam(model):
     """Adam with the paper's settings and a base learning rate of 1, which the schedule scales. `fused=True`: PyTorch's
     fused kernel updates the weights (on a CPU or a GPU) instead of a loop over the tensors in Python (a CPU's
@@ -50,8 +55,7 @@ def _adam(model):
 def linear_decay(step: int, peak: float, warmup: int, total: int) -> float:
     """Warmup, then linear decay to zero: `peak * step / warmup` up to step `warmup`, then a straight line down to 0 at
     step `total`, and 0 after it (step 0 counts as 1, as in `rate`)."""
-    if warmup < 1:
-        raise ValueError(f"`warmup` must be at least 1 step, got {warmup}")
+    _check_warmup(warmup)
     if total <= warmup:
         raise ValueError(f"`total` must be more steps than `warmup` ({warmup}), got {total}")
     step = max(step, 1)
