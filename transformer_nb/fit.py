@@ -162,8 +162,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                 latest = {"latest": dict(model.state_dict())} if average is not None else {}
                 try:                                                      # onto this run's own file, or nothing,
                     mark = save_checkpoint(save, kept, optimizer, scheduler, state,  # even if one appears meanwhile
-                                           {**extra, "history": history, **latest}, kind,
-                                           replaces=mark if file_mark(save) is not None else None)
+                                           {**extra, "history": history, **latest}, kind, replaces=mark)
                 except (FileExistsError, ValueError):
                     if file_mark(save) != mark:
                         raise taken from None
