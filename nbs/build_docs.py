@@ -144,7 +144,8 @@ def _anchor_for_card(cell):
 
 def _with_definition_anchors(cells):
     """An anchor before each exported cell for every top-level name it defines that has no card anchor (private
-    helpers such as `_eval_mode`), so that nbdev's links to them land on their code."""
+    helpers such as `_eval_mode`) and for its classes' methods (`kvcache.project`), so that nbdev's links to them land
+    on their code."""
     import ast
     have = {re.search(r'id="([^"]+)"', _text(c["source"]))[1] for c in cells
             if c["cell_type"] == "markdown" and _text(c["source"]).startswith("<a id=")}
@@ -156,8 +157,10 @@ def _with_definition_anchors(cells):
                 tree = ast.parse("\n".join(l for l in src.splitlines() if not l.startswith("%")))
             except SyntaxError:
                 tree = None
-            names = [n.name for n in (tree.body if tree else [])
-                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            names = [n.name for n in (tree.body if tree else []) if isinstance(n, defs)]
+            names += [f"{n.name}.{m.name}" for n in (tree.body if tree else []) if isinstance(n, ast.ClassDef)
+                      for m in n.body if isinstance(m, defs) and not m.name.startswith("__")]   # nbdev links methods
             new = [n.lower() for n in names if n.lower() not in have]
             have |= set(new)
             if new:

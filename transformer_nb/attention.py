@@ -15,7 +15,8 @@ from .embedding import check_activations
 from .masks import subsequent_mask
 
 # %% auto #0
-__all__ = ['attention', 'check_mask', 'sdpa_attention', 'MultiHeadedAttention', 'stack_qkv', 'store_attention_weights']
+__all__ = ['attention', 'check_mask', 'MultiHeadedAttention', 'stack_qkv', 'sdpa_attention', 'store_attention_weights',
+           'check_attention_inputs']
 
 # %% ../nbs/02_attention.ipynb #41e92ff3
 def attention(query, key, value, mask=None, dropout=None):
@@ -52,6 +53,91 @@ def check_mask(mask, shape: tuple, name: str = "mask"):
     if mask.dim() > len(shape) or any(m not in (1, s) for m, s in dims):   # broadcast_to's rule: mask expands to shape
         raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
 
+# %% ../nbs/02_attention.ipynb #5e1f0a02
+class MultiHeadedAttention(nn.Module):
+    """Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`:
+    projections without biases."""
+    def __init__(self, h: int, d_model: int, dropout: float = 0.1, bias: bool = True):
+        super().__init__()
+        if h < 1 or d_model % h != 0:
+            raise ValueError(f"d_model={d_model} must be divisible by the number of heads h={h} "
+                             f"(each head gets d_k = d_model / h dimensions)")
+        self.h, self.d_model, self.d_k = h, d_model, d_model // h
+        self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)        # W^Q, W^K, W^V stacked: (3*d_model, d_model)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)              # W^O
+        self.dropout = nn.Dropout(p=dropout)
+        self.store_weights, self.attn = False, None   # True: the explicit path, its last weights kept in `attn`
+
+    def forward(self, query, key, value, mask=None, cache=None, causal: bool = False):
+        """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
+        `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
+        `KVCache` for decoding one position at a time (chapter 06)."""
+        check_attention_inputs(self.d_model, query, key, value, mask, causal)   # reads shapes, not data
+        if cache is None:
+            q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
+        else:
+            q, k, v = cache.project(self, query, key, value)           # earlier steps' keys and values kept
+        x = self.attend(q, k, v, mask, causal)                         # every head at once: (b, h, len_q, d_k)
+        return self.w_o(self.merge_heads(x))                           # Concat(heads) W^O: (b, len_q, d_model)
+
+    def project(self, query, key, value):
+        "QW^Q, KW^K and VW^V, each split into heads: `(b, len, d_model)` -> `(b, h, len, d_k)`."
+        if query is key and key is value:                              # self-attention: one matrix product
+            q, k, v = self.w_qkv(query).chunk(3, dim=-1)               # (b, l, 3*d_model) -> 3 x (b, l, d_model)
+        elif key is value:                                             # cross-attention: W^Q; then W^K, W^V at once
+            q, (k, v) = self.projection(query, "q"), self.projection(key, "kv").chunk(2, dim=-1)
+        else:
+            q, k, v = self.projection(query, "q"), self.projection(key, "k"), self.projection(value, "v")
+        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
+
+    def split_heads(self, x):
+        b, l, _ = x.shape
+        # (b, l, d_model) -> (b, l, h, d_k) -> (b, h, l, d_k)
+        return x.view(b, l, self.h, self.d_k).transpose(1, 2)
+
+    def attend(self, q, k, v, mask=None, causal: bool = False):
+        "Scaled dot-product attention in every head: `q` `(b, h, len_q, d_k)`, `k`, `v` `(b, h, len_k, d_k)`."
+        if mask is not None:
+            mask = mask.unsqueeze(1)                                   # one for all heads: (b, 1, 1|len_q, len_k)
+        if causal and q.size(2) == 1:                                  # one query, the last position: every key
+            causal = False
+        elif causal and (self.store_weights or k.size(2) != q.size(2)):  # the explicit path, or a cache: a real mask
+            # the queries are the last len_q of len_k positions: (1, len_k, len_k) -> (1, 1, len_q, len_k)
+            mask, causal = subsequent_mask(k.size(2), q.device)[:, k.size(2) - q.size(2):].unsqueeze(1), False
+        if self.store_weights:
+            x, self.attn = attention(q, k, v, mask, self.dropout)      # attn (b, h, len_q, len_k), kept to plot
+            return x
+        return sdpa_attention(q, k, v, mask, self.dropout.p if self.training else 0.0, causal)
+
+    def merge_heads(self, x):
+        b, _, l, _ = x.shape
+        # (b, h, l, d_k) -> (b, l, h, d_k) -> (b, l, d_model)
+        return x.transpose(1, 2).reshape(b, l, self.d_model)
+
+    def projection(self, x, which: str):
+        "`x` through `which` of the stacked projections ('q', 'k', 'v' or 'kv'): rows of the one weight, not copied."
+        first, last = {"q": (0, 1), "k": (1, 2), "v": (2, 3), "kv": (1, 3)}[which]
+        rows, bias = slice(first * self.d_model, last * self.d_model), self.w_qkv.bias
+        return F.linear(x, self.w_qkv.weight[rows], None if bias is None else bias[rows])
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        stack_qkv(state_dict, prefix)                                  # weights saved before W^Q, W^K, W^V were stacked
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+# %% ../nbs/02_attention.ipynb #5e1f0a04
+#| code-fold: true
+#| code-summary: Show the code (loading the separate layout)
+def stack_qkv(state_dict: dict, prefix: str | None = None) -> dict:
+    """Rewrite, in place, the separate `w_q`, `w_k`, `w_v` of a state dict saved before this package stacked them into
+    one `w_qkv` (of the attention at `prefix`, or of every attention); returns `state_dict`."""
+    old = [key[: -len("w_q.weight")] for key in state_dict if isinstance(key, str) and key.endswith("w_q.weight")]
+    for p in {prefix} if prefix is not None else old:
+        for kind in ("weight", "bias"):
+            parts = [f"{p}w_{name}.{kind}" for name in "qkv"]
+            if all(key in state_dict for key in parts):
+                state_dict[f"{p}w_qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in parts])   # rows Q, K, V
+    return state_dict
+
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal: bool = False):
     """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights); fully masked rows give
@@ -71,103 +157,6 @@ def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal:
     return out.masked_fill(empty, 0.0)                                 # (..., len_q, d_v)
 
 
-class MultiHeadedAttention(nn.Module):
-    """Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`:
-    projections without biases."""
-    def __init__(self, h: int, d_model: int, dropout: float = 0.1, bias: bool = True):
-        super().__init__()
-        if h < 1 or d_model % h != 0:
-            raise ValueError(f"d_model={d_model} must be divisible by the number of heads h={h} "
-                             f"(each head gets d_k = d_model / h dimensions)")
-        self.h, self.d_model, self.d_k = h, d_model, d_model // h
-        self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)        # W^Q, W^K, W^V stacked: (3*d_model, d_model)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)              # W^O
-        self.dropout = nn.Dropout(p=dropout)
-        self.store_weights = False   # True: explicit path, weights kept in `self.attn`
-        self.attn = None
-
-    def split_heads(self, x):
-        b, l, _ = x.shape
-        # (b, l, d_model) -> (b, l, h, d_k) -> (b, h, l, d_k)
-        return x.view(b, l, self.h, self.d_k).transpose(1, 2)
-
-    def merge_heads(self, x):
-        b, _, l, _ = x.shape
-        # (b, h, l, d_k) -> (b, l, h, d_k) -> (b, l, d_model)
-        return x.transpose(1, 2).reshape(b, l, self.d_model)
-
-    def project(self, query, key, value):
-        "Project and split into heads: `(b, len, d_model)` → `(b, h, len, d_k)` each; shared inputs share one matmul."
-        if query is key and key is value:                              # self-attention: one matrix product
-            q, k, v = self.w_qkv(query).chunk(3, dim=-1)               # (b, l, 3*d_model) -> 3 x (b, l, d_model)
-        elif key is value:                                             # cross-attention: W^Q; then W^K, W^V at once
-            q, (k, v) = self.projection(query, "q"), self.projection(key, "kv").chunk(2, dim=-1)
-        else:
-            q, k, v = self.projection(query, "q"), self.projection(key, "k"), self.projection(value, "v")
-        return self.split_heads(q), self.split_heads(k), self.split_heads(v)
-
-    def projection(self, x, which: str):
-        "`x` through `which` of the stacked projections ('q', 'k', 'v' or 'kv'): rows of the one weight, not copied."
-        first, last = {"q": (0, 1), "k": (1, 2), "v": (2, 3), "kv": (1, 3)}[which]
-        rows, bias = slice(first * self.d_model, last * self.d_model), self.w_qkv.bias
-        return F.linear(x, self.w_qkv.weight[rows], None if bias is None else bias[rows])
-
-    def forward(self, query, key, value, mask=None, cache=None, causal: bool = False):
-        """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
-        `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
-        `KVCache` for decoding one position at a time (chapter 06)."""
-        self._check_inputs(query, key, value, mask, causal)
-        if mask is not None:
-            mask = mask.unsqueeze(1)                                   # (b, 1|len_q, len_k) -> (b, 1, 1|len_q, len_k)
-        if cache is not None and cache.static and cache.k is not None:
-            q, (k, v) = self.split_heads(self.projection(query, "q")), (cache.k, cache.v)  # cross: memory done once
-        else:
-            q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
-            if cache is not None:
-                k, v = cache.update(k, v)                              # self-attention: earlier positions + this one
-        if causal and q.size(2) == 1:                                  # one query, the last position: every key
-            causal = False
-        elif causal and (self.store_weights or k.size(2) != q.size(2)):  # the explicit path, or a cache: a real mask
-            # the queries are the last len_q of len_k positions: (1, len_k, len_k) -> (1, len_q, len_k)
-            mask, causal = subsequent_mask(k.size(2), q.device)[:, k.size(2) - q.size(2):].unsqueeze(1), False
-        if self.store_weights:
-            x, self.attn = attention(q, k, v, mask, self.dropout)      # x (b, h, len_q, d_k), attn (b, h, len_q, len_k)
-        else:
-            x = sdpa_attention(q, k, v, mask, self.dropout.p if self.training else 0.0, causal)
-        return self.w_o(self.merge_heads(x))                           # (b, len_q, d_model)
-
-    def _check_inputs(self, query, key, value, mask, causal):
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            check_activations(t, self.d_model, name)
-        if not query.size(0) == key.size(0) == value.size(0):
-            raise ValueError(f"`query`, `key` and `value` must have the same batch size, got "
-                             f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
-        if key.shape[:2] != value.shape[:2]:
-            raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
-        if mask is not None and causal:
-            raise ValueError("give a `mask` or `causal=True`, not both")
-        if mask is not None:
-            if mask.dim() != 3:
-                raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")
-            check_mask(mask, (query.size(0), query.size(1), key.size(1)))
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        stack_qkv(state_dict, prefix)                                  # weights saved before W^Q, W^K, W^V were stacked
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-
-def stack_qkv(state_dict: dict, prefix: str | None = None) -> dict:
-    """Rewrite, in place, the separate `w_q`, `w_k`, `w_v` of a state dict saved before this package stacked them into
-    one `w_qkv` (of the attention at `prefix`, or of every attention); returns `state_dict`."""
-    old = [key[: -len("w_q.weight")] for key in state_dict if isinstance(key, str) and key.endswith("w_q.weight")]
-    for p in {prefix} if prefix is not None else old:
-        for kind in ("weight", "bias"):
-            parts = [f"{p}w_{name}.{kind}" for name in "qkv"]
-            if all(key in state_dict for key in parts):
-                state_dict[f"{p}w_qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in parts])   # rows Q, K, V
-    return state_dict
-
-
 def store_attention_weights(model: nn.Module, enabled: bool = True):
     "Make every `MultiHeadedAttention` in `model` keep its last weights in `.attn` (explicit path) or not (fused path)."
     for m in model.modules():
@@ -175,3 +164,22 @@ def store_attention_weights(model: nn.Module, enabled: bool = True):
             m.store_weights = enabled
             m.attn = None
     return model
+
+# %% ../nbs/02_attention.ipynb #5e1f0a08
+#| code-fold: true
+#| code-summary: Show the code (checking the inputs)
+def check_attention_inputs(d_model: int, query, key, value, mask=None, causal: bool = False):
+    "Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts."
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_activations(t, d_model, name)
+    if not query.size(0) == key.size(0) == value.size(0):
+        raise ValueError(f"`query`, `key` and `value` must have the same batch size, got "
+                         f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
+    if mask is not None and causal:
+        raise ValueError("give a `mask` or `causal=True`, not both")
+    if mask is not None:
+        if mask.dim() != 3:
+            raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")
+        check_mask(mask, (query.size(0), query.size(1), key.size(1)))

@@ -94,21 +94,16 @@ def _check_decode_args(model, src, src_mask, max_length) -> int:
         raise ValueError(f"`src` must be a (batch, len_src) tensor of token ids, got {got}")
     if src.size(1) == 0 and src.size(0) > 0:
         raise ValueError("`src` has no tokens (len_src = 0): there is nothing to decode from")
-    if src_mask is not None and (
-        src_mask.dim() != 3 or src_mask.size(0) != src.size(0) or src_mask.size(-1) != src.size(1)
-    ):
-        raise ValueError(
-            f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
-            f"got {tuple(src_mask.shape)}"
-        )
+    if src_mask is not None and (src_mask.dim() != 3 or src_mask.shape[::2] != src.shape):   # (batch, 1, len_src)
+        raise ValueError(f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
+                         f"got {tuple(src_mask.shape)}")
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
         raise ValueError(f"`max_length` counts the start symbol and must be an integer of at least 1, "
                          f"got {max_length!r}")
     limit = max_positions(model)
     if limit is not None and max_length > limit:
-        warnings.warn(
-            f"max_length={max_length} is longer than the model's positional table: decoding stops at {limit} tokens"
-        )
+        warnings.warn(f"max_length={max_length} is longer than the model's positional table: "
+                      f"decoding stops at {limit} tokens")
         max_length = limit
     return max_length
 
@@ -136,6 +131,13 @@ class KVCache:
     computed once, others grow by one position per step."""
     def __init__(self, static: bool = False):
         self.static, self.k, self.v = static, None, None
+
+    def project(self, mha, query, key, value):
+        "The attention `mha`'s queries, keys and values `(b, h, len, d_k)`, keys and values joined to those kept."
+        if self.static and self.k is not None:                         # cross-attention: the memory's, from step 1
+            return mha.split_heads(mha.projection(query, "q")), self.k, self.v
+        q, k, v = mha.project(query, key, value)                       # this step's positions
+        return (q, *self.update(k, v))
 
     def update(self, k, v):
         "Store (static) or append (self-attention) the new keys and values; return all of them."
