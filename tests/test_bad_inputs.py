@@ -574,7 +574,7 @@ def test_a_tampered_tokenizer_state_is_refused(tmp_path, tiny_translator, state,
     (lambda e, b: b([([1, 5, 2], [1, 6, 2])], 100, seed="x"), TypeError, "`seed` must be an integer, got 'x'"),
 ])
 def test_pairs_and_batches_name_what_they_cannot_use(tiny_translator, call, error, message):
-    from transformer_nb.data import bucket_batches, encode_pairs
+    from transformer_nb.data import bucket_batches, bucket_count, encode_pairs
     _, tokenizer = tiny_translator
     with pytest.raises(error, match=re.escape(message)):
         call(lambda pairs, longest: encode_pairs(pairs, tokenizer, longest), bucket_batches)
@@ -838,7 +838,7 @@ def _api_cases():
     from transformer_nb.bleu import bleu
     from transformer_nb.checkpoint import save_checkpoint
     from transformer_nb.copy_task import CopyConfig, copy_accuracy, train_copy
-    from transformer_nb.data import bucket_batches, encode_pairs
+    from transformer_nb.data import bucket_batches, bucket_count, encode_pairs
     from transformer_nb.decoding import beam_search, greedy_decode
     from transformer_nb.masks import length_mask
     from transformer_nb.tokenizer import Tokenizer
@@ -867,6 +867,8 @@ def _api_cases():
         ("bucket_batches empty sides", lambda: bucket_batches([([], [])], 100), TypeError, "a target of at least 2"),
         ("bucket_batches target of 1", lambda: bucket_batches([([1], [1])], 100), TypeError, "`examples[0]`"),
         ("bucket_batches int", lambda: bucket_batches(5, 100), TypeError, "`examples` must be a list of (source ids, target ids) pairs, got int"),
+        ("bucket_count budget", lambda: bucket_count([([1, 5, 2], [1, 6, 2])], 0), ValueError, "`max_tokens` must be a positive integer, got 0"),
+        ("bucket_count ints", lambda: bucket_count([1, 2], 100), TypeError, "`examples[0]` must be a (source ids, target ids) pair"),
         ("Batch list", lambda: Batch([[1, 2]]), ValueError, "`src` must be a (batch, len) tensor of token ids (torch.long), got list"),
         ("Batch floats", lambda: Batch(torch.rand(2, 3)), ValueError, "got shape (2, 3) and dtype torch.float32"),
         ("Batch float target", lambda: Batch(long_ids(2, 3), torch.rand(2, 3)), ValueError, "`tgt` must be a (batch=2, len >= 2) tensor of token ids"),

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from transformer_nb.data import bucket_batches
+from transformer_nb.data import bucket_batches, bucket_count
 from transformer_nb.tokenizer import Tokenizer, detokenize, learn_bpe, pre_tokenize, _merge_word
 
 FAST = settings(max_examples=40, deadline=None)
@@ -64,3 +64,14 @@ def test_bucket_batches_cover_every_example_once_within_budget(lengths, max_toke
     for b in batches:
         longest = max(b.src.size(1), b.tgt.size(1) + 1)              # Batch drops one target position
         assert b.src.size(0) == 1 or b.src.size(0) * longest <= max_tokens
+
+
+@FAST
+@given(lengths=st.lists(st.tuples(st.integers(2, 30), st.integers(2, 30)), min_size=1, max_size=80),
+       max_tokens=st.integers(1, 400), seeds=st.lists(st.integers(0, 10**6), min_size=1, max_size=4))
+def test_bucket_count_is_the_number_of_batches_for_every_seed(lengths, max_tokens, seeds):
+    examples = [([i + 1] * s, [i + 1] * t) for i, (s, t) in enumerate(lengths)]
+    count = bucket_count(examples, max_tokens)
+    assert count == len(bucket_batches(examples, max_tokens, shuffle=False))
+    for seed in seeds:
+        assert count == len(bucket_batches(examples, max_tokens, seed=seed))

@@ -21,7 +21,7 @@ from .files import atomic_write
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'bucket_batches']
+__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'bucket_batches', 'bucket_count']
 
 # %% ../nbs/09_translation.ipynb #c1d4329d
 MULTI30K_URL = (
@@ -130,13 +130,27 @@ def bucket_batches(
     """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when
     `shuffle`), cut so that `sentences * longest sequence <= max_tokens` (a pair longer than `max_tokens` gets a
     batch of its own), then (when `shuffle`) the batches shuffled."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"`max_tokens` must be a positive integer, got {max_tokens!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"`seed` must be an integer, got {seed!r}")
-    _check_examples(examples)
+    _check_examples(examples, max_tokens)
     rng = random.Random(seed)
     noise = [rng.random() if shuffle else 0.0 for _ in examples]
+    groups = _buckets(examples, max_tokens, noise)
+    if shuffle:
+        rng.shuffle(groups)
+    pad = lambda seqs: _pad(seqs, padding_idx)
+    return [Batch(pad([examples[i][0] for i in g]), pad([examples[i][1] for i in g]), padding_idx) for g in groups]
+
+
+def bucket_count(examples, max_tokens: int) -> int:
+    """How many batches `bucket_batches` cuts `examples` into, without making them: the same for every seed (examples
+    whose lengths tie sort next to each other, so a cut falls at the same place whatever their order)."""
+    _check_examples(examples, max_tokens)
+    return len(_buckets(examples, max_tokens, [0.0] * len(examples)))
+
+
+def _buckets(examples, max_tokens: int, noise: list) -> list[list[int]]:
+    "The indices of `examples` sorted by length (ties by `noise`), cut so that `sentences * longest <= max_tokens`."
     order = sorted(range(len(examples)), key=lambda i: (len(examples[i][0]), len(examples[i][1]), noise[i]))
     groups, group, longest = [], [], 0
     for i in order:
@@ -146,16 +160,14 @@ def bucket_batches(
             group, longest = [], 0
         group.append(i)
         longest = max(longest, n)
-    if group:
-        groups.append(group)
-    if shuffle:
-        rng.shuffle(groups)
-    pad = lambda seqs: _pad(seqs, padding_idx)
-    return [Batch(pad([examples[i][0] for i in g]), pad([examples[i][1] for i in g]), padding_idx) for g in groups]
+    return groups + [group] if group else groups
 
 
-def _check_examples(examples):
-    "Raise a clear error, naming the first bad one, unless `examples` are id-list pairs as `encode_pairs` makes them."
+def _check_examples(examples, max_tokens: int):
+    """Raise a clear error unless `max_tokens` is a positive integer and `examples` are id-list pairs as `encode_pairs`
+    makes them (naming the first bad one)."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"`max_tokens` must be a positive integer, got {max_tokens!r}")
     if isinstance(examples, (str, bytes, dict)) or not hasattr(examples, "__len__"):
         raise TypeError(f"`examples` must be a list of (source ids, target ids) pairs, got {type(examples).__name__}")
     ids = lambda s, least: isinstance(s, (list, tuple)) and len(s) >= least and all(type(i) is int for i in s)

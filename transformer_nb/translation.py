@@ -13,7 +13,7 @@ import torch
 
 from .bleu import bleu
 from .checkpoint import read_checkpoint, CheckpointError
-from .data import encode_pairs, bucket_batches, check_pairs
+from .data import encode_pairs, bucket_batches, bucket_count, check_pairs
 from .epoch import run_epoch
 from .fit import train
 from .loss import LabelSmoothing, SimpleLossCompute
@@ -121,7 +121,7 @@ def train_translation(
                                precision=config.precision)
         return dict(val_loss=val_loss, val_bleu=bleu(hypotheses, [en for _, en in sample]).score)
 
-    steps = sum(len(batches(epoch)) for epoch in range(1, planned + 1))     # the schedule of the run as planned
+    steps = planned * bucket_count(train_examples, config.max_tokens)     # the schedule of the run as planned
     optimizer, scheduler = translation_optimizer(model, config, steps)
     ema = max(0.0, min(config.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
     history = train(batches, model, loss_compute, optimizer, scheduler, epochs=config.epochs, evaluate=evaluate,
