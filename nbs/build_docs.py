@@ -108,7 +108,7 @@ def _adapt_cell(cell, page_names):
     for out in cell.get("outputs", []):
         data = out.get("data", {})
         if "image/svg+xml" in data:                                    # inline the chart: an <svg> in the page itself
-            svg = _hover_titles(_text(data.pop("image/svg+xml")))
+            svg = _hex_colours(_hover_titles(_text(data.pop("image/svg+xml"))))
             data.pop("text/plain", None)
             data["text/html"] = f'<div class="tnb-chart">{svg}</div>'
             charts.append(out)
@@ -117,6 +117,11 @@ def _adapt_cell(cell, page_names):
         charts[0]["data"]["text/html"] = f'<div class="tnb-charts">{panels}</div>'
         cell["outputs"] = [o for o in cell["outputs"] if o is charts[0] or not any(o is c for c in charts)]
     return cell
+
+
+def _hex_colours(svg: str) -> str:
+    "Vega's `rgb(224, 224, 224)` as `#e0e0e0`, the same colour in 7 characters instead of 18 (one per heat-map cell)."
+    return re.sub(r"rgb\((\d+), (\d+), (\d+)\)", lambda m: "#%02x%02x%02x" % tuple(map(int, m.groups())), svg)
 
 
 def _hover_titles(svg: str) -> str:
