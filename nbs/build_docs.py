@@ -225,7 +225,8 @@ def prepare_sources(src: Path):
             (src / "notebooks").mkdir(exist_ok=True)
             shutil.copy(NBS / path.name, src / "notebooks" / path.name)
             head += (f"\n{{download}}`Download this chapter as a notebook <notebooks/{path.name}>` ({path.name}; it runs "
-                     "with the package's `dev` extra: `pip install \"transformer_nb[dev]\"`)\n")
+                     "in the `nbs/` folder of a clone of the repository, installed with `pip install -e \".[dev]\"`, "
+                     "as on the home page)\n")
         cells = [_anchor_for_card(c) or c for c in cells]
         cells = [{"cell_type": "markdown", "id": "tnb-title", "metadata": {}, "source": head}] + [
             _adapt_cell(c, page_names) for c in _with_definition_anchors(cells)]
