@@ -38,6 +38,7 @@ GIT_URL = "https://github.com/transformer-nb/transformer_nb"
 TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "include: false": "remove-cell",
         "code-fold: true": "hide-input",
         "solution: true": "hide-cell"}          # an exercise's worked solution: code and output folded together
+TOUR = "tour.ipynb"   # the whole model on one page, first in the sidebar
 APPENDICES = ["08_interop.ipynb", "12_fit.ipynb", "13_precision.ipynb", "14_browser.ipynb", "20_cli.ipynb"]   # listed apart in the sidebar
 
 
@@ -176,14 +177,16 @@ def _with_definition_anchors(cells):
 
 
 def _toctrees(notebooks, page_names) -> str:
-    "The sidebar: the chapters numbered as their notebooks are (`02 Attention`), then the appendices, then the API."
+    "The sidebar: the tour, the chapters numbered as their notebooks are (`02 Attention`), the appendices, the API."
     def entry(path):
         title = _front_matter(json.loads(path.read_text(encoding="utf-8"))).get("title", path.stem)
         return f"{path.name[:2]} {title.replace('`', '')} <{page_names[path.name]}>"
     chapters = [entry(p) for p in notebooks if p.name[:2].isdigit() and p.name not in APPENDICES]
     appendices = [entry(p) for p in notebooks if p.name in APPENDICES]
+    start = [f"A tour: the whole model on one page <{page_names[TOUR]}>"] if TOUR in page_names else []
     block = lambda caption, entries: f"```{{toctree}}\n:hidden:\n:caption: {caption}\n\n" + "\n".join(entries) + "\n```\n"
-    return block("Chapters", chapters) + "\n" + block("Appendices", appendices) + "\n" + block("Reference", ["api"])
+    return (block("Start here", start) + "\n" + block("Chapters", chapters) + "\n" + block("Appendices", appendices)
+            + "\n" + block("Reference", ["api"]))
 
 
 def _skip_solutions_in_nbdev():
