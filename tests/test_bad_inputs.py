@@ -1079,3 +1079,18 @@ def test_a_hostile_probe_beyond_the_list(tmp_path):
         with pytest.raises(ValueError, match="is a folder; give a file name such as"):
             save_checkpoint(tmp_path, model, overwrite=overwrite)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_is_placed_on_a_device_not_by_a_callable_or_dict(tmp_path):
+    "torch.load's callable and dict forms of map_location move tensors: read_checkpoint takes them, model loaders refuse."
+    import torch
+    from transformer_nb.checkpoint import average_checkpoints, model_from_checkpoint, read_checkpoint, save_checkpoint
+    from transformer_nb.model import make_model
+    path = tmp_path / "m.pt"
+    save_checkpoint(path, make_model(11, 11, N=1, d_model=16, d_ff=32, h=2))
+    for form in (lambda storage, location: storage, {"cuda:0": "cpu"}):
+        assert read_checkpoint(path, form)["config"]["d_model"] == 16                # tensors: fine
+        for load in (lambda: model_from_checkpoint(path, form), lambda: average_checkpoints([path], form)):
+            with pytest.raises(TypeError, match=r"`map_location` must name a device to place a model, not a (fun|dict)"):
+                load()
+    assert isinstance(model_from_checkpoint(path, torch.device("cpu")), torch.nn.Module)

@@ -93,9 +93,11 @@ class CheckpointError(ValueError):
         super().__init__(f"{path}: {reason}" if ours else f"{path}: not a transformer-nb checkpoint ({reason})")
 
 
-def _check_map_location(map_location):
-    "Raise a clear error naming `map_location` unless it is a device this machine has (a string or `torch.device`)."
-    if callable(map_location) or isinstance(map_location, dict):         # torch.load's other forms, passed on
+def _check_map_location(map_location, model: bool = False):
+    "A clear error unless `map_location` is a device here (torch.load's callables and dicts too, where no `model`)."
+    if callable(map_location) or isinstance(map_location, dict):         # torch.load's other forms: tensors only
+        if model:
+            raise TypeError(f"`map_location` must name a device to place a model, not a {type(map_location).__name__}")
         return
     try:
         device = torch.device(map_location)
@@ -210,6 +212,7 @@ def _check_config_against_weights(config: dict, weights: dict):
 
 def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
     "Rebuild the model saved in `path` (checked by `read_checkpoint`), load its weights, and return it in eval mode."
+    _check_map_location(map_location, model=True)
     ckpt = read_checkpoint(path, map_location, kind)
     model = make_model(**ckpt["config"])
     model.load_state_dict(ckpt["model"])
@@ -220,14 +223,13 @@ def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
 # %% ../nbs/12_fit.ipynb #9ea9b8ab
 @torch.no_grad()
 def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
-    """A model (in eval mode) whose weights are the mean of the weights saved in `paths`, as the paper averaged its
-    last 5 (base) or 20 (big) checkpoints. Every file is checked and must hold the same architecture. One file is
-    in memory at a time, beside a running float64 sum."""
+    """The model (in eval mode) with the mean of the weights saved in `paths`, as the paper averaged its last 5 (base)
+    or 20 (big) checkpoints; every file checked, one architecture, one file in memory at a time beside a float64 sum."""
     if isinstance(paths, (str, bytes, os.PathLike)):
         raise TypeError(f"`paths` must be a list of checkpoint files, got the single path {paths!r}: wrap it in a list")
-    paths = list(paths)
-    if not paths:
+    if not (paths := list(paths)):
         raise ValueError("`paths` is empty: give the checkpoints to average")
+    _check_map_location(map_location, model=True)
     total, config, tokenizer = None, None, None
     for path in paths:
         ckpt = read_checkpoint(path, "cpu", kind)
@@ -239,10 +241,9 @@ def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
         config, weights, tokenizer = ckpt["config"], ckpt["model"], (ckpt.get("extra") or {}).get("tokenizer")
         del ckpt                                                          # optimizer state and the rest: not needed
         if total is None:
-            total = {k: v.double() for k, v in weights.items()}
-        else:
-            for k, v in weights.items():
-                total[k] += v
+            total = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in weights.items()}
+        for k, v in weights.items():
+            total[k] += v                                                 # in place: one float64 sum, no copy
         del weights
     model = make_model(**config)
     model.load_state_dict({k: (v / len(paths)).to(model.state_dict()[k].dtype) for k, v in total.items()})
