@@ -1,10 +1,12 @@
 """One GPU, measured in one run: the base-size training step against nn.Transformer (eager and compiled, bfloat16 and
-TF32) as milliseconds, tokens per second and MFU; chapter 09's epoch; greedy and beam decoding; host-device syncs.
+TF32) as milliseconds, tokens per second and MFU; chapter 09's epoch; greedy and beam decoding at batch 1, 8 and 64;
+host-device syncs.
 
     python bench/gpu.py                                   # on a CUDA machine; prints one line and exits 0 without one
     python bench/gpu.py --data ../shared/data/multi30k    # and chapter 09's first epoch on Multi30k
     python bench/gpu.py --no-compile --peak 989e12        # skip torch.compile; the card's dense bf16 peak in FLOP/s
     python bench/gpu.py --device cpu --tiny --no-compile  # the whole script at toy sizes on a CPU (a test runs this)
+    python bench/gpu.py --parts training --precisions bf16 # only the bfloat16 training step (compiling takes minutes)
 
 MFU is model FLOPs per second over the card's dense bf16 peak. The FLOPs are counted exactly from the shapes of the
 matrix products a step computes on its padded batch (3x the forward products for forward + backward): projections,
@@ -81,7 +83,7 @@ def training(a, device, compile_: bool):
     tokens = statistics.mean(b.ntokens for b in data)
     print(f"\n## training step: d_model {a.d_model}, N {a.N}, h {a.h}, d_ff {a.d_ff}, vocab {a.vocab:,}, "
           f"{tokens:,.0f} target tokens a batch, {flops / 1e12:.2f} TFLOP a step")
-    for precision in ("bf16", "tf32"):
+    for precision in a.precisions:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = precision == "tf32"
         setups = training_setups(a, device, compile_)
         cast = "bf16" if precision == "bf16" else "fp32"
@@ -117,7 +119,7 @@ def decoding(a, device):
         model.generator.proj.bias[2] = -1e4                            # the end symbol never wins: full-length outputs
     n = a.decode_len
     print(f"\n## decoding (cached, float32): {n} generated tokens, source length {a.len}")
-    for batch in (1, a.decode_batch):
+    for batch in sorted({1, 8, a.decode_batch}):
         src = torch.randint(3, a.vocab, (batch, a.len), device=device)
         mask = padding_mask(src, 0)
         for name, fn in (("greedy", lambda: greedy_decode(model, src, mask, n + 1, 1, end_symbol=2, padding_idx=0)),
@@ -187,6 +189,10 @@ def translation_epoch(a, device):
           f"validation); val loss {history[-1]['val_loss']:.3f}")
 
 
+PARTS = {"training": lambda a, device: training(a, device, not a.no_compile), "decoding": decoding, "syncs": syncs,
+         "epoch": translation_epoch}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
@@ -195,6 +201,9 @@ def main():
     p.add_argument("--peak", type=float, default=None, help="the card's dense bf16 FLOP/s (default: by its name)")
     p.add_argument("--data", default=None, help="Multi30k folder, for chapter 09's epoch")
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS), help="what to measure")
+    p.add_argument("--precisions", nargs="+", default=["bf16", "tf32"], choices=["bf16", "tf32"],
+                   help="the training step's precisions")
     a = p.parse_args()
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -210,10 +219,8 @@ def main():
     a.peak = a.peak or next((v for k, v in PEAKS.items() if k in name), None)
     print(f"torch {torch.__version__} on {name}; dense bf16 peak "
           f"{f'{a.peak / 1e12:.0f} TFLOP/s' if a.peak else 'unknown (give --peak): no MFU'}")
-    training(a, device, not a.no_compile)
-    decoding(a, device)
-    syncs(a, device)
-    translation_epoch(a, device)
+    for part in a.parts:
+        PARTS[part](a, device)
 
 
 if __name__ == "__main__":

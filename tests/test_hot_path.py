@@ -154,6 +154,24 @@ def test_train_with_compile_trains_the_same_model_and_saves_its_plain_weights(tm
             train([batch], model, epochs=1, compile=bad)
 
 
+def test_train_runs_its_epochs_without_cudnn_attention():
+    """cuDNN's attention builds a plan for every new input shape, and a run's batches come in many: `train` runs each
+    epoch (evaluation included) with it left out and the other kernels allowed, restores the setting after, and on a
+    CPU the context changes no number."""
+    from transformer_nb.fit import attention_kernels, train
+    kernels = ("cudnn", "flash", "mem_efficient", "math")
+    flags = lambda: tuple(getattr(torch.backends.cuda, f"{k}_sdp_enabled")() for k in kernels)
+    before, seen = flags(), []
+    model, batch, loss_compute = setup()
+    train([batch], model, loss_compute, torch.optim.Adam(model.parameters()), epochs=2,
+          evaluate=lambda m: seen.append(flags()) or {})
+    assert seen == [(False, True, True, True)] * 2 and flags() == before
+    model, batch, loss_compute = setup()
+    outside = train_forward(model, loss_compute, batch)
+    with attention_kernels():
+        assert torch.equal(train_forward(model, loss_compute, batch), outside)
+
+
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 

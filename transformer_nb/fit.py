@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError, python_number
@@ -20,9 +21,15 @@ from .precision import resolve_precision
 from .schedule import noam_optimizer
 
 # %% auto #0
-__all__ = ['SingleProcess', 'train']
+__all__ = ['attention_kernels', 'SingleProcess', 'train']
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
+def attention_kernels():
+    """The context `train` runs each epoch in: `scaled_dot_product_attention` picks the flash, memory-efficient or plain
+    kernel, never cuDNN's, which builds a plan for every new shape of its inputs. Changes nothing on a CPU."""
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 class SingleProcess:
     """How `train` works with the other processes training the same model, when there are none: every method is the
     identity. Chapter 10's `World` implements the same methods for data-parallel training on several processes."""
@@ -142,9 +149,10 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                 raise TypeError(f"`batches` must give Batch objects made with a target, Batch(src, tgt, padding_idx) "
                                 f"(chapter 05); epoch {epoch} has {got}")
             data = world.shard([b.to(device) for b in data])                # one process: every batch whole
-            loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
-                                    train_state=state, progress=progress, precision=precision)
-            scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, known to all
+            with attention_kernels():                                       # on a GPU, not cuDNN's (below)
+                loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
+                                        train_state=state, progress=progress, precision=precision)
+                scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, for all
             if isinstance(scores, dict):                                    # NumPy's scalars (np.mean's): Python's
                 scores = {k: python_number(v) for k, v in scores.items()}
             if not isinstance(scores, dict) or not all(
