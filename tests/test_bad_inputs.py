@@ -930,6 +930,7 @@ TAMPERED = [
     ("optimizer betas a string", _put("optimizer", "param_groups", 0, "betas", "x"), "['betas'] is not a list of 2"),
     ("optimizer moment of another shape", _put("optimizer", "state", 0, "exp_avg", torch.zeros(3)), "parameter 0's exp_avg has shape (3,), not (96, 32)"),
     ("optimizer step a string", _put("optimizer", "state", 0, "step", "x"), "its optimizer state does not fit this run"),
+    ("optimizer moment missing", _put("optimizer", "state", 3, "exp_avg_sq", _put), "(parameter 3's state has no exp_avg_sq)"),
     ("scheduler a list", _put("scheduler", [1]), "its scheduler state does not fit this run"),
     ("scheduler at step -100", _put("scheduler", "last_epoch", -100), "its scheduler stands at step -100, its train_state at 2"),
     ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), "['base_lrs'] is not a list of 1"),

@@ -674,3 +674,33 @@ def test_the_log_shows_the_learning_rate_each_step_used():
     _, state = run_epoch([batch] * 3, model, SimpleLossCompute(model.generator, LabelSmoothing(10, 0)), optimizer,
                          scheduler, log_every=1, progress=False)
     assert [r["lr"] for r in state.history] == used == pytest.approx([0.1, 0.2, 0.3])
+
+
+def test_a_quiet_process_prints_nothing_and_closes_its_null_stream(monkeypatch, capsys):
+    "Under torchrun only the main process prints; another's null stream is closed when its command ends."
+    import argparse
+    import contextlib
+    import types
+    import transformer_nb.commands as commands
+    fake = types.SimpleNamespace(size=2, is_main=False, device=torch.device("cpu"), backend="gloo")
+    monkeypatch.setattr(commands, "world_from_env", lambda device: fake)
+    a = argparse.Namespace(device="cpu")
+    with contextlib.ExitStack() as a.cleanup:
+        commands._world(a)
+        null = sys.stdout
+        print("not shown")
+    assert a.quiet and null.closed and sys.stdout is not null
+    assert capsys.readouterr().out == ""
+
+
+def test_one_default_length_for_both_positional_tables_and_no_shared_default_recipe():
+    import dataclasses
+    import inspect
+    from transformer_nb.copy_task import train_copy
+    from transformer_nb.embedding import LearnedPositionalEncoding, PositionalEncoding
+    from transformer_nb.model import ModelConfig
+    default = lambda f, name: inspect.signature(f).parameters[name].default
+    config = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
+    assert default(PositionalEncoding, "max_positions") == default(LearnedPositionalEncoding, "max_positions") \
+        == config["max_positions"] == 5000
+    assert default(train_copy, "config") is None                        # each call makes its own CopyConfig()

@@ -1,5 +1,6 @@
 """The repository's own promises: README generated from nbs/index.ipynb, CI running the README's test command,
 the exported package in step with the notebooks, and a core package that imports without the `viz` extra."""
+import ast
 import json
 import re
 import runpy
@@ -95,7 +96,8 @@ def test_shown_code_fits_the_text_column():
     assert not control, control
 
 
-# The package's layers, lowest first (DESIGN.md): a module imports only from its own layer or the ones above it.
+# The package's layers, lowest first (DEVELOPERS.md, under "Conventions"): a module imports only from its own layer or
+# the ones above it.
 LAYERS = [
     ("the model", ["embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
@@ -124,6 +126,17 @@ def test_imports_run_one_way():
     upward = [f"{m} ({LAYERS[layer[m]][0]}) imports {d} ({LAYERS[layer[d]][0]})"
               for m in sorted(modules) for d in sorted(_imports(m)) if layer[d] > layer[m]]
     assert not upward, upward
+
+
+def test_no_module_imports_another_modules_private_names():
+    "A name with a leading underscore is its module's own: no other module of the package imports it."
+    private = []
+    for path in sorted((ROOT / "transformer_nb").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").startswith("transformer_nb")):
+                private += [f"{path.stem} imports {a.name} from {node.module}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not private, private
 
 
 def _reached(module: str) -> set:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointError
-from .commands import UsageError, _copy, _summary, _translate
+from .commands import UsageError, copy_command, summary_command, translate_command
 from .copy_task import CopyConfig
 from .model import make_model_defaults
 from .translation import TranslationConfig
@@ -146,7 +147,7 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
                 ["N", "d_model", "d_ff", "h", "pre_norm", "batch_size", "epochs", "seed", "device", "precision"])
     _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
-    c.set_defaults(run=_copy)
+    c.set_defaults(run=copy_command)
     t = sub.add_parser(
         "translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations"
     )
@@ -165,13 +166,13 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     t.add_argument("--test-sentences", type=_positive, default=1000,
                    help="score the first this many test sentences (default: 1000)")
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
-    t.set_defaults(run=_translate)
+    t.set_defaults(run=translate_command)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
     _add_fields(s, "the model (ModelConfig's fields; defaults: the paper's base sizes, nothing shared)",
                 fill({**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000}),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
-    s.set_defaults(run=_summary)
+    s.set_defaults(run=summary_command)
     return parser
 
 
@@ -215,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "threads", None):
         torch.set_num_threads(args.threads)
     try:
-        return args.run(args)
+        with contextlib.ExitStack() as args.cleanup:    # closes what the command opened for its run
+            return args.run(args)
     except UsageError as e:                       # a command line the commands cannot run: name the option
         parser.error(str(e))
     except CheckpointError as e:                  # one line, no usage and no traceback

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from dataclasses import asdict, fields, replace
@@ -27,7 +28,7 @@ from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
 # %% auto #0
-__all__ = ['UsageError']
+__all__ = ['UsageError', 'summary_command', 'copy_command', 'translate_command']
 
 # %% ../nbs/20_cli.ipynb #11b41596
 #| code-fold: true
@@ -57,7 +58,8 @@ def _config(cls, a: argparse.Namespace):
         raise UsageError(str(e)) from None
 
 
-def _summary(a: argparse.Namespace) -> int:
+def summary_command(a: argparse.Namespace) -> int:
+    "`transformer-nb summary`: build the model the options describe and print its parameter table."
     model = make_model(_check_model(**{k: getattr(a, k) for k in (
         "src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos", "tie_weights",
         "share_embeddings")}))
@@ -66,8 +68,10 @@ def _summary(a: argparse.Namespace) -> int:
     return 0
 
 
-def _check_paths(a: argparse.Namespace):
-    "Refuse `--device cuda` without CUDA, and unusable `--checkpoint`, `--resume` or `--save` paths, before any work."
+def _check_args(a: argparse.Namespace):
+    """Refuse model sizes `ModelConfig` would refuse, `--device cuda` without CUDA, and unusable `--checkpoint`,
+    `--resume` or `--save` paths, before any work."""
+    _check_model(N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h)
     if a.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: CUDA is not available on this machine (use --device cpu)")
     for flag in ("checkpoint", "resume"):
@@ -77,13 +81,11 @@ def _check_paths(a: argparse.Namespace):
                 else "no such file"
             raise UsageError(f"--{flag} {path}: {what}")
     if a.resume is not None:                                 # a run resumed only to end where it is trains nothing
-        done = read_checkpoint(a.resume)["extra"] or {}
-        done = len(done.get("history") or []) if isinstance(done, dict) else 0
+        done = len(extra.get("history") or []) if isinstance(extra := read_checkpoint(a.resume)["extra"], dict) else 0
         if a.epochs <= done:
             raise UsageError(f"--epochs {a.epochs}: the run in {a.resume} has already trained {done} epochs; give "
                              f"more than {done} to train on")
-    if a.resume is not None and a.save is None:
-        a.save = a.resume                                    # a resumed run keeps saving where it was saved
+        a.save = a.resume if a.save is None else a.save      # a resumed run keeps saving where it was saved
     if a.save is not None:
         try:
             a.save = check_save_path(a.save, "--save")                # first: a name the file system refuses, ...
@@ -104,8 +106,8 @@ def _world(a: argparse.Namespace):
     a.quiet = not world.is_main
     if world.size > 1:
         a.device = str(world.device)
-        if a.quiet:
-            sys.stdout = open(os.devnull, "w")                # the main process prints for all
+        if a.quiet:                                 # the main process prints for all (`main` closes the null stream)
+            a.cleanup.enter_context(contextlib.redirect_stdout(a.cleanup.enter_context(open(os.devnull, "w"))))
         print(f"{world.size} processes ({world.backend}), {torch.get_num_threads()} thread(s) each; "
               f"each batch is split between them", flush=True)
     return world
@@ -129,9 +131,9 @@ def _train(a: argparse.Namespace, run):
         raise SystemExit(130)
 
 
-def _copy(a: argparse.Namespace) -> int:
-    _check_paths(a)
-    _check_model(N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h)
+def copy_command(a: argparse.Namespace) -> int:
+    "`transformer-nb copy`: train (or load) a copy-task model, then show and score its copies of held-out sequences."
+    _check_args(a)
     world = _world(a)
     if a.checkpoint is not None:
         kind = read_checkpoint(a.checkpoint, a.device)["kind"]
@@ -184,9 +186,9 @@ def _translate_data(a: argparse.Namespace, split: str):
         raise UsageError(f"--data {a.data}: {e}") from None
 
 
-def _translate(a: argparse.Namespace) -> int:
-    _check_paths(a)
-    _check_model(N=a.N, d_model=a.d_model, d_ff=a.d_ff, h=a.h)
+def translate_command(a: argparse.Namespace) -> int:
+    "`transformer-nb translate`: train (or load) a German→English model, then score it on the test set or translate."
+    _check_args(a)
     world = _world(a)
     if a.checkpoint is not None:
         model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
@@ -201,8 +203,7 @@ def _translate(a: argparse.Namespace) -> int:
             if saved.schedule == "linear" and config.epochs != saved.epochs:
                 raise UsageError(f"--epochs {config.epochs}: the run in {a.resume} "
                                  f"{linear_end(a.resume, saved, '--epochs ')}")
-        train_pairs = _translate_data(a, "train")[: a.train_pairs]
-        val_pairs = _translate_data(a, "val")
+        train_pairs, val_pairs = _translate_data(a, "train")[: a.train_pairs], _translate_data(a, "val")
         tokenizer = None
         if a.resume is None:                     # learned here, so that a vocabulary too small is named
             try:

@@ -142,13 +142,15 @@ def epoch_batches(config: CopyConfig, epoch: int) -> list:
                         config.max_symbols, g)
 
 
-def train_copy(config: CopyConfig = CopyConfig(), held_out=None, progress: bool | None = None, on_epoch=None,
+def train_copy(config: CopyConfig | None = None, held_out=None, progress: bool | None = None, on_epoch=None,
                save=None, resume=None, world=None, compile: bool | str = False):
-    """Train a model on the copy task until `config.target_accuracy` on `held_out` (default `held_out_set()`) or
-    `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds, loss and accuracy.
+    """Train a model on the copy task (`config`, default `CopyConfig()`) until `config.target_accuracy` on `held_out`
+    (default `held_out_set()`) or `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds,
+    loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
     `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
     (chapter 10); `compile`: `train`'s (appendix 12)."""
+    config = CopyConfig() if config is None else config
     if not isinstance(config, CopyConfig):
         raise TypeError(f"`config` must be a CopyConfig, got {type(config).__name__}")
     if resume is not None:

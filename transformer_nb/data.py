@@ -21,7 +21,7 @@ from .files import atomic_write
 from .tokenizer import Tokenizer
 
 # %% auto #0
-__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'bucket_batches', 'bucket_count']
+__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'pad_ids', 'bucket_batches', 'bucket_count']
 
 # %% ../nbs/09_translation.ipynb #c1d4329d
 MULTI30K_URL = (
@@ -119,7 +119,7 @@ def check_pairs(pairs, name: str):
             raise TypeError(f"`{name}[{n}]` must be a (source, target) pair of strings, got {pair!r:.80}")
 
 
-def _pad(seqs: list[list[int]], padding_idx: int) -> torch.Tensor:
+def pad_ids(seqs: list[list[int]], padding_idx: int) -> torch.Tensor:
     "Lists of ids -> `(len(seqs), longest)` tensor, padded at the end."
     return pad_sequence([torch.tensor(s, dtype=torch.long) for s in seqs], batch_first=True, padding_value=padding_idx)
 
@@ -138,7 +138,7 @@ def bucket_batches(
     groups = _buckets(examples, max_tokens, noise)
     if shuffle:
         rng.shuffle(groups)
-    pad = lambda seqs: _pad(seqs, padding_idx)
+    pad = lambda seqs: pad_ids(seqs, padding_idx)
     return [Batch(pad([examples[i][0] for i in g]), pad([examples[i][1] for i in g]), padding_idx) for g in groups]
 
 

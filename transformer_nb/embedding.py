@@ -69,7 +69,7 @@ def _check_positions(length: int, start: int, max_positions: int):
 # %% ../nbs/00_embedding.ipynb #a4e2e458
 class LearnedPositionalEncoding(nn.Module):
     "Add a trainable vector for each position `start, start+1, ...` to `x` `(batch, len, d_model)`, then dropout."
-    def __init__(self, d_model: int, dropout: float, max_positions: int = 512):
+    def __init__(self, d_model: int, dropout: float, max_positions: int = 5000):
         super().__init__()
         self.dropout = nn.Dropout(p=dropout)
         self.d_model, self.max_positions = d_model, max_positions

@@ -5,6 +5,7 @@
 every part checked first against the run it is loaded into (appendix 12)."""
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import asdict
 
@@ -122,12 +123,32 @@ def _mismatch(saved, fresh, where: str = "the state"):
 
 
 def _optimizer_state_mismatch(optimizer):
-    "Where the loaded per-parameter state (Adam's moments) does not have its parameter's shape, or None."
+    """Where the loaded per-parameter state (Adam's moments) lacks an entry that a step of this optimizer makes, or does
+    not have its parameter's shape, or None."""
+    keys = _step_keys(optimizer)
     for n, p in enumerate(p for group in optimizer.param_groups for p in group["params"]):
-        for key, value in optimizer.state.get(p, {}).items():
+        state = optimizer.state.get(p, {})
+        if state and keys is not None and not keys <= set(state):
+            return f"parameter {n}'s state has no {', '.join(sorted(keys - set(state)))}"
+        for key, value in state.items():
             if key != "step" and isinstance(value, torch.Tensor) and value.shape != p.shape:
                 return f"parameter {n}'s {key} has shape {tuple(value.shape)}, not {tuple(p.shape)}"
     return None
+
+
+def _step_keys(optimizer):
+    """The per-parameter entries one step of `optimizer`'s kind and settings makes (Adam's: step, exp_avg,
+    exp_avg_sq), found by stepping a twin on a one-number parameter; None for an optimizer this cannot build."""
+    settings = inspect.signature(type(optimizer)).parameters
+    group = {k: v for k, v in optimizer.param_groups[0].items() if k in settings and k not in ("params", "fused")}
+    probe = torch.zeros(1, requires_grad=True)
+    try:
+        twin = type(optimizer)([probe], **{**group, "capturable": False} if "capturable" in group else group)
+        probe.grad = torch.zeros(1)
+        twin.step()
+    except Exception:                                                    # LBFGS needs a closure, say: no check
+        return None
+    return set(twin.state[probe])
 
 
 def _restore_rng(ckpt):

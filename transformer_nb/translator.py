@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
-from .data import _pad
+from .data import pad_ids
 from .files import check_save_path
 from .decoding import greedy_decode, beam_search, max_positions, BEAM_SIZE, LENGTH_PENALTY
 from .masks import padding_mask
@@ -57,7 +57,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     out = [""] * len(ids)
     for i in range(0, len(ids), batch_size):
         chunk = order[i: i + batch_size]
-        src = _pad([ids[n] for n in chunk], tokenizer.pad).to(device)    # (batch, len_src)
+        src = pad_ids([ids[n] for n in chunk], tokenizer.pad).to(device)    # (batch, len_src)
         src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
         max_length = src.size(1) + 50                                        # the paper's limit: input + 50
         max_length = min(max_length, limit) if limit is not None else max_length
