@@ -304,7 +304,8 @@ def test_resume_keeps_the_saved_precision_unless_given(tmp_path):
 
 def test_average_checkpoints_refuses_translators_with_other_tokenizers(tmp_path, tiny_translator):
     "Two translators of the same size whose tokenizers differ: the same id is another token, so no average."
-    from transformer_nb.checkpoint import CheckpointError, average_checkpoints
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.rebuild import average_checkpoints
     from transformer_nb.tokenizer import Tokenizer
     from transformer_nb.translator import save_translator
     model, tokenizer = tiny_translator
@@ -805,7 +806,7 @@ def test_decoders_name_a_source_that_is_not_a_tensor(src):
 
 
 def test_average_checkpoints_names_a_single_path():
-    from transformer_nb.checkpoint import average_checkpoints
+    from transformer_nb.rebuild import average_checkpoints
     with pytest.raises(TypeError, match="got the single path 'model.pt': wrap it in a list"):
         average_checkpoints("model.pt")
 
@@ -1085,7 +1086,8 @@ def test_a_hostile_probe_beyond_the_list(tmp_path):
 def test_a_model_is_placed_on_a_device_not_by_a_callable_or_dict(tmp_path):
     "torch.load's callable and dict forms of map_location move tensors: read_checkpoint takes them, model loaders refuse."
     import torch
-    from transformer_nb.checkpoint import average_checkpoints, model_from_checkpoint, read_checkpoint, save_checkpoint
+    from transformer_nb.checkpoint import read_checkpoint, save_checkpoint
+    from transformer_nb.rebuild import average_checkpoints, model_from_checkpoint
     from transformer_nb.model import make_model
     path = tmp_path / "m.pt"
     save_checkpoint(path, make_model(11, 11, N=1, d_model=16, d_ff=32, h=2))

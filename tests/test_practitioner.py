@@ -17,7 +17,8 @@ import torch
 import transformer_nb
 from transformer_nb.model import make_model
 from transformer_nb.batch import Batch
-from transformer_nb.checkpoint import save_checkpoint, model_from_checkpoint, read_checkpoint
+from transformer_nb.checkpoint import save_checkpoint, read_checkpoint
+from transformer_nb.rebuild import model_from_checkpoint
 from transformer_nb.files import atomic_write
 from transformer_nb.epoch import run_epoch
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
@@ -463,7 +464,8 @@ def test_a_checkpoint_loads_only_into_the_model_it_describes(tmp_path):
 def test_train_keeps_a_moving_average_and_resumes_it_exactly(tmp_path):
     """`train(ema=)`: the average is evaluated, saved as the model and left in `model`; four epochs in one go equal two
     plus two resumed, weights and history; a run with an average cannot be resumed without one, nor the reverse."""
-    from transformer_nb.checkpoint import CheckpointError, model_from_checkpoint
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.rebuild import model_from_checkpoint
     from transformer_nb.copy_task import copy_batches, PAD
     from transformer_nb.fit import train
     batches = lambda epoch: copy_batches(3, 16, generator=torch.Generator().manual_seed(epoch))
@@ -704,3 +706,24 @@ def test_one_default_length_for_both_positional_tables_and_no_shared_default_rec
     assert default(PositionalEncoding, "max_positions") == default(LearnedPositionalEncoding, "max_positions") \
         == config["max_positions"] == 5000
     assert default(train_copy, "config") is None                        # each call makes its own CopyConfig()
+
+
+@pytest.mark.parametrize("ties", [{}, {"tie_weights": True}, {"tie_weights": True, "share_embeddings": True}])
+def test_a_model_rebuilt_from_its_file_draws_no_random_numbers_and_keeps_its_ties(tmp_path, ties):
+    """model_from_checkpoint and average_checkpoints build on the meta device: the global random state is untouched,
+    tied weights stay one Parameter (as many parameters as the saved model), the positional tables are computed, and
+    the rebuilt model computes what the saved one did."""
+    from transformer_nb.masks import make_std_mask, padding_mask
+    from transformer_nb.rebuild import average_checkpoints
+    torch.manual_seed(0)
+    model = make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0, **ties).eval()
+    save_checkpoint(tmp_path / "m.pt", model)
+    src, tgt = torch.randint(1, 11, (2, 5)), torch.randint(1, 11, (2, 4))
+    out = lambda m: m.generator(m(src, tgt, padding_mask(src, 0), make_std_mask(tgt, 0)))
+    for rebuild in (lambda: model_from_checkpoint(tmp_path / "m.pt"), lambda: average_checkpoints([tmp_path / "m.pt"] * 2)):
+        state = torch.random.get_rng_state()
+        rebuilt = rebuild()
+        assert torch.equal(torch.random.get_rng_state(), state)
+        assert len(list(rebuilt.parameters())) == len(list(model.parameters())) and not rebuilt.training
+        assert (rebuilt.generator.proj.weight is rebuilt.tgt_embed[0].lut.weight) == bool(ties)
+        assert torch.equal(out(rebuilt), out(model))

@@ -102,7 +102,7 @@ LAYERS = [
     ("the model", ["embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
     ("inference", ["decoding"]),
-    ("files and checkpoints", ["files", "checkpoint", "recipe", "resume"]),
+    ("files and checkpoints", ["files", "checkpoint", "recipe", "resume", "rebuild"]),
     ("text and data", ["tokenizer", "data", "bleu"]),
     ("a trained translator", ["translator", "web"]),
     ("the fit loop", ["fit"]),

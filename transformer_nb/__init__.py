@@ -11,7 +11,8 @@ from .batch import Batch
 from .schedule import rate, noam_optimizer
 from .loss import LabelSmoothing, SimpleLossCompute
 from .epoch import TrainState, run_epoch
-from .checkpoint import save_checkpoint, model_from_checkpoint, read_checkpoint, CheckpointError, average_checkpoints
+from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
+from .rebuild import model_from_checkpoint, average_checkpoints
 from .fit import train
 from .resume import load_checkpoint
 from .decoding import greedy_decode, beam_search

@@ -17,7 +17,7 @@ from .attention import stack_qkv
 from .model import ModelConfig, make_model, make_model_defaults
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'python_number', 'CheckpointError', 'read_checkpoint', 'model_from_checkpoint', 'average_checkpoints']
+__all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'python_number', 'CheckpointError', 'check_map_location', 'read_checkpoint']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
@@ -93,7 +93,7 @@ class CheckpointError(ValueError):
         super().__init__(f"{path}: {reason}" if ours else f"{path}: not a transformer-nb checkpoint ({reason})")
 
 
-def _check_map_location(map_location, model: bool = False):
+def check_map_location(map_location, model: bool = False):
     "A clear error unless `map_location` is a device here (torch.load's callables and dicts too, where no `model`)."
     if callable(map_location) or isinstance(map_location, dict):         # torch.load's other forms: tensors only
         if model:
@@ -114,7 +114,7 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
     path = Path(path).expanduser()
     if not path.is_file():
         raise CheckpointError(path, "a folder, not a file" if path.is_dir() else "no such file")
-    _check_map_location(map_location)                                    # the argument, not the file, is wrong
+    check_map_location(map_location)                                    # the argument, not the file, is wrong
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:                                                # empty, truncated, text, hostile pickle, ...
@@ -208,43 +208,3 @@ def _check_config_against_weights(config: dict, weights: dict):
             raise ValueError(f"{key} holds {tensor.dtype} values; the model's weights are floating point")
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise ValueError(f"{key} holds NaN or infinite values")
-
-
-def model_from_checkpoint(path, map_location="cpu", kind: str | None = None):
-    "Rebuild the model saved in `path` (checked by `read_checkpoint`), load its weights, and return it in eval mode."
-    _check_map_location(map_location, model=True)
-    ckpt = read_checkpoint(path, map_location, kind)
-    model = make_model(**ckpt["config"])
-    model.load_state_dict(ckpt["model"])
-    return model.to(map_location).eval()
-
-
-
-# %% ../nbs/12_fit.ipynb #9ea9b8ab
-@torch.no_grad()
-def average_checkpoints(paths, map_location="cpu", kind: str | None = None):
-    """The model (in eval mode) with the mean of the weights saved in `paths`, as the paper averaged its last 5 (base)
-    or 20 (big) checkpoints; every file checked, one architecture, one file in memory at a time beside a float64 sum."""
-    if isinstance(paths, (str, bytes, os.PathLike)):
-        raise TypeError(f"`paths` must be a list of checkpoint files, got the single path {paths!r}: wrap it in a list")
-    if not (paths := list(paths)):
-        raise ValueError("`paths` is empty: give the checkpoints to average")
-    _check_map_location(map_location, model=True)
-    total, config, tokenizer = None, None, None
-    for path in paths:
-        ckpt = read_checkpoint(path, "cpu", kind)
-        if config is not None and ckpt["config"] != config:
-            raise CheckpointError(path, f"a different model than {paths[0]} (their configs differ)", ours=True)
-        if config is not None and (ckpt.get("extra") or {}).get("tokenizer") != tokenizer:
-            raise CheckpointError(path, f"a model with another tokenizer than {paths[0]}: the same ids mean other "
-                                  "tokens, and their weights cannot be averaged", ours=True)
-        config, weights, tokenizer = ckpt["config"], ckpt["model"], (ckpt.get("extra") or {}).get("tokenizer")
-        del ckpt                                                          # optimizer state and the rest: not needed
-        if total is None:
-            total = {k: torch.zeros_like(v, dtype=torch.float64) for k, v in weights.items()}
-        for k, v in weights.items():
-            total[k] += v                                                 # in place: one float64 sum, no copy
-        del weights
-    model = make_model(**config)
-    model.load_state_dict({k: (v / len(paths)).to(model.state_dict()[k].dtype) for k, v in total.items()})
-    return model.to(map_location).eval()

@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 from .bleu import bleu
-from .checkpoint import model_from_checkpoint, read_checkpoint, CheckpointError
+from .checkpoint import read_checkpoint, CheckpointError
+from .rebuild import model_from_checkpoint
 from .recipe import saved_recipe
 from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .data import MULTI30K_SHA256, load_multi30k
@@ -198,8 +199,7 @@ def translate_command(a: argparse.Namespace) -> int:
     else:
         config = _config(TranslationConfig, a)
         if a.resume is not None:
-            saved = recipe_from_checkpoint(a.resume)
-            config = replace(saved, **_resumed(a))
+            config = replace(saved := recipe_from_checkpoint(a.resume), **_resumed(a))
             if saved.schedule == "linear" and config.epochs != saved.epochs:
                 raise UsageError(f"--epochs {config.epochs}: the run in {a.resume} "
                                  f"{linear_end(a.resume, saved, '--epochs ')}")

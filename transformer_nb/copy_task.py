@@ -11,7 +11,7 @@ import torch
 
 from .model import ModelConfig, make_model
 from .batch import Batch
-from .checkpoint import model_from_checkpoint
+from .rebuild import model_from_checkpoint
 from .recipe import check_recipe, saved_recipe, check_saved_model
 from .fit import train
 from .schedule import noam_optimizer

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
+from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
+
+from .rebuild import model_from_checkpoint
 from .data import pad_ids
 from .files import check_save_path
 from .decoding import greedy_decode, beam_search, max_positions, BEAM_SIZE, LENGTH_PENALTY
