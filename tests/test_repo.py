@@ -217,3 +217,30 @@ def test_every_exercise_has_a_hint_and_a_worked_solution_folded(nb):
         assert body.count("</details>") == 2, f"{nb} exercise {n}"
         if code is not None:
             assert code.startswith("#| solution: true\n"), f"{nb} exercise {n}: its code cell is not marked a solution"
+
+
+def test_the_wheel_installs_and_translates_without_a_warning(tmp_path):
+    """`pip wheel .` builds a wheel that declares what importing the package needs (PyTorch warns "Failed to initialize
+    NumPy" at its own import when NumPy is missing, so NumPy is declared) and holds the shipped translator; installed
+    in a fresh virtual environment, `transformer-nb translate --pretrained` translates and writes nothing to stderr."""
+    import zipfile
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(ROOT)], check=True, capture_output=True)
+    wheel, = (tmp_path / "dist").glob("transformer_nb-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        meta = z.read(next(n for n in z.namelist() if n.endswith("METADATA"))).decode()
+        assert "transformer_nb/pretrained/multi30k-de-en.pt" in z.namelist()
+    needs = {re.split(r"[<>=; ]", line.split(":", 1)[1].strip())[0].lower()
+             for line in meta.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line}
+    assert needs == {"torch", "tqdm", "numpy"}, needs
+    venv = tmp_path / "venv"                             # PyTorch and NumPy from this environment, the package anew
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel],
+                   check=True, capture_output=True)
+    run = subprocess.run([venv / "bin" / "transformer-nb", "translate", "--pretrained", "--sentence", "Ein Hund läuft."],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert "-> A dog runs." in run.stdout, run.stdout
+    where = subprocess.run([venv / "bin" / "python", "-c", "import transformer_nb; print(transformer_nb.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True).stdout
+    assert where.startswith(str(venv)), where                            # the wheel's copy, not this checkout
