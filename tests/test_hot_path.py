@@ -154,18 +154,33 @@ def test_train_with_compile_trains_the_same_model_and_saves_its_plain_weights(tm
             train([batch], model, epochs=1, compile=bad)
 
 
-def test_train_runs_its_epochs_without_cudnn_attention():
+def test_train_and_translate_run_without_cudnn_attention(monkeypatch):
     """cuDNN's attention builds a plan for every new input shape, and a run's batches come in many: `train` runs each
-    epoch (evaluation included) with it left out and the other kernels allowed, restores the setting after, and on a
-    CPU the context changes no number."""
-    from transformer_nb.fit import attention_kernels, train
+    epoch (evaluation included) and `translate` its decoding with it switched off, leave the other kernels as they
+    were set (one switched off by the user stays off), restore the setting after, and on a CPU change no number."""
+    import transformer_nb.translator as translator
+    from transformer_nb.attention import attention_kernels
+    from transformer_nb.fit import train
+    from transformer_nb.tokenizer import Tokenizer
     kernels = ("cudnn", "flash", "mem_efficient", "math")
     flags = lambda: tuple(getattr(torch.backends.cuda, f"{k}_sdp_enabled")() for k in kernels)
     before, seen = flags(), []
     model, batch, loss_compute = setup()
     train([batch], model, loss_compute, torch.optim.Adam(model.parameters()), epochs=2,
           evaluate=lambda m: seen.append(flags()) or {})
-    assert seen == [(False, True, True, True)] * 2 and flags() == before
+    assert seen == [(False,) + before[1:]] * 2 and flags() == before
+    torch.backends.cuda.enable_mem_efficient_sdp(False)                 # the user's own choice
+    try:
+        with attention_kernels():
+            assert flags() == (False, before[1], False, before[3])
+        assert flags() == (before[0], before[1], False, before[3])
+    finally:
+        torch.backends.cuda.enable_mem_efficient_sdp(before[2])
+    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab_size=None)
+    monkeypatch.setattr(translator, "greedy_decode", lambda *a, **k: seen.append(flags()) or torch.ones(1, 2).long())
+    small = make_model(len(tokenizer), len(tokenizer), N=1, d_model=32, d_ff=64, h=4, padding_idx=tokenizer.pad)
+    translator.translate(small, tokenizer, ["ein hund"], beam_size=1)
+    assert seen[-1][0] is False and flags() == before
     model, batch, loss_compute = setup()
     outside = train_forward(model, loss_compute, batch)
     with attention_kernels():

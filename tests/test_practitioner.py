@@ -727,3 +727,20 @@ def test_a_model_rebuilt_from_its_file_draws_no_random_numbers_and_keeps_its_tie
         assert len(list(rebuilt.parameters())) == len(list(model.parameters())) and not rebuilt.training
         assert (rebuilt.generator.proj.weight is rebuilt.tgt_embed[0].lut.weight) == bool(ties)
         assert torch.equal(out(rebuilt), out(model))
+
+
+@pytest.mark.parametrize("name", ["NAdam", "ASGD", "Adafactor", "SGD"])
+def test_a_run_with_another_optimizer_resumes(tmp_path, name):
+    """The optimizer-state check compares with what a step of the run's own optimizer makes (NAdam's and ASGD's
+    scalar entries, Adafactor's row and column statistics), so any of them resumes, not only Adam."""
+    from transformer_nb.copy_task import CopyConfig, epoch_batches
+    from transformer_nb.fit import train
+
+    def run(epochs, resume=None):
+        torch.manual_seed(0)
+        model = make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0)
+        optimizer = getattr(torch.optim, name)(model.parameters(), lr=1e-3)
+        return train(lambda e: epoch_batches(CopyConfig(batches_per_epoch=2), e), model, optimizer=optimizer,
+                     epochs=epochs, save=tmp_path / "run.pt", resume=resume, progress=False)
+    run(1)
+    assert [r["epoch"] for r in run(2, resume=tmp_path / "run.pt")] == [1, 2]

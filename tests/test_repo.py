@@ -99,7 +99,7 @@ def test_shown_code_fits_the_text_column():
 # The package's layers, lowest first (DEVELOPERS.md, under "Conventions"): a module imports only from its own layer or
 # the ones above it.
 LAYERS = [
-    ("the model", ["embedding", "masks", "attention", "layers", "model"]),
+    ("the model", ["checks", "embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
     ("inference", ["decoding"]),
     ("files and checkpoints", ["files", "checkpoint", "recipe", "resume", "rebuild"]),

@@ -5,18 +5,19 @@
 # %% ../nbs/02_attention.ipynb #95503487
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .embedding import check_activations
+from .checks import check_activations
 from .masks import subsequent_mask
 
 # %% auto #0
 __all__ = ['attention', 'check_mask', 'MultiHeadedAttention', 'stack_qkv', 'sdpa_attention', 'store_attention_weights',
-           'check_attention_inputs']
+           'check_attention_inputs', 'attention_kernels']
 
 # %% ../nbs/02_attention.ipynb #41e92ff3
 def attention(query, key, value, mask=None, dropout=None):
@@ -183,3 +184,17 @@ def check_attention_inputs(d_model: int, query, key, value, mask=None, causal: b
         check_mask(mask, (query.size(0), query.size(1), key.size(1)))   # a boolean tensor that broadcasts
         if mask.dim() != 3:
             raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")
+
+# %% ../nbs/02_attention.ipynb #a77e0002
+#| code-fold: true
+#| code-summary: Show the code (leaving cuDNN's kernel out)
+@contextlib.contextmanager
+def attention_kernels():
+    """A context in which `scaled_dot_product_attention` does not use cuDNN's kernel, which builds a plan for every new
+    shape of its inputs; the other kernels stay as they were set, and cuDNN's setting is restored on exit."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)

@@ -4,6 +4,8 @@
 """BLEU with sacreBLEU, and the signature that says how it was computed (chapter 09)."""
 from __future__ import annotations
 
+from .checks import is_int
+
 # %% auto #0
 __all__ = ['bleu', 'moses_tokenize', 'bleu_signature']
 
@@ -28,7 +30,7 @@ def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bo
         raise ValueError(
             f"`hypotheses` and `references` must have equal lengths, got {len(hypotheses)} and {len(references)}"
         )
-    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 1:
+    if not is_int(n_bootstrap) or n_bootstrap < 1:
         raise ValueError(f"`n_bootstrap` must be a positive integer, got {n_bootstrap!r}")
     if moses:
         hypotheses, references = moses_tokenize(hypotheses), moses_tokenize(references)

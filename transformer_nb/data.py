@@ -19,6 +19,7 @@ from torch.nn.utils.rnn import pad_sequence
 from .batch import Batch
 from .files import atomic_write
 from .tokenizer import Tokenizer
+from .checks import is_int
 
 # %% auto #0
 __all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'pad_ids', 'bucket_batches', 'bucket_count']
@@ -99,7 +100,7 @@ def encode_pairs(pairs, tokenizer: Tokenizer, drop_longer_than: int | None = Non
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(f"`tokenizer` must be a Tokenizer, got {type(tokenizer).__name__}")
     longest = drop_longer_than
-    if longest is not None and (isinstance(longest, bool) or not isinstance(longest, int) or longest < 3):
+    if longest is not None and (not is_int(longest) or longest < 3):
         raise ValueError(f"`drop_longer_than` must be None or an integer of at least 3 (<s>, a token, </s>), "
                          f"got {longest!r}")
     out = []
@@ -130,7 +131,7 @@ def bucket_batches(
     """`Batch`es of examples (pairs of id lists) of similar length: sorted by length (ties in random order when
     `shuffle`), cut so that `sentences * longest sequence <= max_tokens` (a pair longer than `max_tokens` gets a
     batch of its own), then (when `shuffle`) the batches shuffled."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not is_int(seed):
         raise TypeError(f"`seed` must be an integer, got {seed!r}")
     _check_examples(examples, max_tokens)
     rng = random.Random(seed)
@@ -166,7 +167,7 @@ def _buckets(examples, max_tokens: int, noise: list) -> list[list[int]]:
 def _check_examples(examples, max_tokens: int):
     """Raise a clear error unless `max_tokens` is a positive integer and `examples` are id-list pairs as `encode_pairs`
     makes them (naming the first bad one)."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+    if not is_int(max_tokens) or max_tokens < 1:
         raise ValueError(f"`max_tokens` must be a positive integer, got {max_tokens!r}")
     if isinstance(examples, (str, bytes, dict)) or not hasattr(examples, "__len__"):
         raise TypeError(f"`examples` must be a list of (source ids, target ids) pairs, got {type(examples).__name__}")

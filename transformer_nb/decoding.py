@@ -13,6 +13,7 @@ from torch import nn
 
 from .embedding import PositionalEncoding, LearnedPositionalEncoding
 from .precision import autocast
+from .checks import is_int, is_number
 
 # %% auto #0
 __all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'init_cache',
@@ -97,7 +98,7 @@ def _check_decode_args(model, src, src_mask, max_length) -> int:
     if src_mask is not None and (src_mask.dim() != 3 or src_mask.shape[::2] != src.shape):   # (batch, 1, len_src)
         raise ValueError(f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
                          f"got {tuple(src_mask.shape)}")
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+    if not is_int(max_length) or max_length < 1:
         raise ValueError(f"`max_length` counts the start symbol and must be an integer of at least 1, "
                          f"got {max_length!r}")
     limit = max_positions(model)
@@ -119,7 +120,7 @@ def _check_symbols(model, **symbols):
         if name in ("use_cache", "return_scores"):
             if not isinstance(value, bool):
                 raise TypeError(f"`{name}` must be True or False, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 0 or (vocab and value >= vocab):
+        elif not is_int(value) or value < 0 or (vocab and value >= vocab):
             raise ValueError(f"`{name}` must be a token id in [0, {vocab or 'vocabulary size'}), got {value!r}")
     if symbols.get("end_symbol") is not None and symbols["end_symbol"] == symbols["start_symbol"]:
         raise ValueError(f"`start_symbol` and `end_symbol` must differ, got {symbols['start_symbol']} for both: "
@@ -190,9 +191,9 @@ def beam_search(
                    use_cache=use_cache, return_scores=return_scores)
     if end_symbol is None:
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+    if not is_int(beam_size) or beam_size < 1:
         raise ValueError(f"`beam_size` must be a positive integer, got {beam_size!r}")
-    number = not isinstance(length_penalty, bool) and isinstance(length_penalty, (int, float))
+    number = is_number(length_penalty)
     if not (number and 0 <= length_penalty <= 10):                   # a cap (alpha > ~13 overflows at 5,000)
         raise ValueError(f"`length_penalty` must be a number in [0, 10], got {length_penalty!r}")
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")

@@ -10,9 +10,10 @@ import math
 import torch
 from torch import nn
 
+from .checks import check_activations
+
 # %% auto #0
-__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'check_activations', 'LearnedPositionalEncoding',
-           'check_tokens']
+__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'LearnedPositionalEncoding', 'check_tokens']
 
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
@@ -50,13 +51,6 @@ class PositionalEncoding(nn.Module):
         check_activations(x, self.d_model)
         _check_positions(x.size(1), start, self.max_positions)
         return self.dropout(x + self.pe[:, start : start + x.size(1)])  # (batch, len, d_model)
-
-
-def check_activations(x, d_model: int, name: str = "x"):
-    "Raise a clear error unless `x` is a tensor of shape `(batch, len, d_model)`."
-    if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.size(-1) != d_model:
-        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
 
 
 def _check_positions(length: int, start: int, max_positions: int):

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
+from .attention import attention_kernels
 from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError, python_number
 from .epoch import TrainState, run_epoch
 from .resume import load_checkpoint
@@ -19,17 +19,12 @@ from .files import check_save_path, file_mark
 from .loss import LabelSmoothing, SimpleLossCompute
 from .precision import resolve_precision
 from .schedule import noam_optimizer
+from .checks import is_int, is_number
 
 # %% auto #0
-__all__ = ['attention_kernels', 'SingleProcess', 'train']
+__all__ = ['SingleProcess', 'train']
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
-def attention_kernels():
-    """The context `train` runs each epoch in: `scaled_dot_product_attention` picks the flash, memory-efficient or plain
-    kernel, never cuDNN's, which builds a plan for every new shape of its inputs. Changes nothing on a CPU."""
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
-
-
 class SingleProcess:
     """How `train` works with the other processes training the same model, when there are none: every method is the
     identity. Chapter 10's `World` implements the same methods for data-parallel training on several processes."""
@@ -72,6 +67,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     - `world`: the processes training together (chapter 10's `World`); default one process, `SingleProcess()`.
     - `precision`: "fp32", "bf16" or "auto" (appendix 13); weights, gradients and optimizer stay
       float32.
+    - Each epoch, its evaluation included, runs inside `attention_kernels()` (chapter 02): without cuDNN's attention.
     - `ema`: the decay of an exponential moving average of the weights, updated after every optimizer step (0: none).
       The average is what `evaluate` sees, what `save` keeps as the model (with the latest weights beside it, for
       `resume`), and what `model` holds when training ends.
@@ -79,11 +75,11 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
       backend); the loss, evaluation and decoding stay eager. The first batches wait while it compiles, and again
       when a batch of another shape first comes (then once more with the lengths left variable). The same training
       steps either way, up to rounding (tested); whether it is faster depends on the machine: measure it."""
-    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 0:
+    if not is_int(epochs) or epochs < 0:
         raise ValueError(f"`epochs` must be a non-negative integer, got {epochs!r}")
-    if isinstance(ema, bool) or not isinstance(ema, (int, float)) or not (ema == 0 or 0 < ema < 1):
+    if not is_number(ema) or not (ema == 0 or 0 < ema < 1):
         raise ValueError(f"`ema` must be a decay in (0, 1), or 0 for none; got {ema!r}")
-    if isinstance(accum_iter, bool) or not isinstance(accum_iter, int) or accum_iter < 1:
+    if not is_int(accum_iter) or accum_iter < 1:
         raise ValueError(f"`accum_iter` must be a positive integer, got {accum_iter!r}")
     if not isinstance(compile, (bool, str)) or compile == "":
         raise TypeError(f"`compile` must be True, False or the name of a torch.compile backend, got {compile!r}")
@@ -149,14 +145,13 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                 raise TypeError(f"`batches` must give Batch objects made with a target, Batch(src, tgt, padding_idx) "
                                 f"(chapter 05); epoch {epoch} has {got}")
             data = world.shard([b.to(device) for b in data])                # one process: every batch whole
-            with attention_kernels():                                       # on a GPU, not cuDNN's (below)
+            with attention_kernels():                                       # not cuDNN's (chapter 02)
                 loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                         train_state=state, progress=progress, precision=precision)
                 scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, for all
             if isinstance(scores, dict):                                    # NumPy's scalars (np.mean's): Python's
                 scores = {k: python_number(v) for k, v in scores.items()}
-            if not isinstance(scores, dict) or not all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in scores.values()):
+            if not isinstance(scores, dict) or not all(is_number(v) for v in scores.values()):
                 raise TypeError(f"`evaluate` must return a dict of numbers (Python's or NumPy's), got {scores!r:.80}")
             record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
             # evaluation included

@@ -9,6 +9,8 @@ import math
 import torch
 from torch import nn
 
+from .checks import is_int
+
 # %% auto #0
 __all__ = ['LabelSmoothing', 'SimpleLossCompute']
 
@@ -20,7 +22,7 @@ class LabelSmoothing(nn.Module):
         super().__init__()
         if size < 3 or not 0.0 <= smoothing < 1.0:
             raise ValueError(f"need size >= 3 and 0 <= smoothing < 1, got size={size}, smoothing={smoothing}")
-        if isinstance(padding_idx, bool) or not isinstance(padding_idx, int) or not 0 <= padding_idx < size:
+        if not is_int(padding_idx) or not 0 <= padding_idx < size:
             raise ValueError(f"`padding_idx` must be a token id in [0, size={size}), got {padding_idx!r}")
         self.size, self.padding_idx = size, padding_idx
         self.smoothing, self.confidence = smoothing, 1.0 - smoothing

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from .checks import is_int
+
 # %% auto #0
 __all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'keep_to_ignore', 'ignore_to_keep',
            'keep_to_additive', 'additive_to_keep', 'check_source_mask']
@@ -14,7 +16,7 @@ __all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'k
 # %% ../nbs/01_masks.ipynb #a8665516
 def subsequent_mask(size: int, device=None):
     "Causal keep-mask `(1, size, size)`: query `i` may attend to keys `j <= i`."
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= 100_000:   # 10**6: a terabyte
+    if not is_int(size) or not 0 <= size <= 100_000:   # 10**6: a terabyte
         raise ValueError(f"`size` must be a length in [0, 100,000], got {size!r}")
     ones = torch.ones(size, size, dtype=torch.bool, device=device)
     return torch.tril(ones).unsqueeze(0)  # (size, size) -> (1, size, size): the 1 broadcasts over the batch
@@ -25,7 +27,7 @@ def padding_mask(tokens, padding_idx: int):
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
         got = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
         raise ValueError(f"`tokens` must be a (batch, len) tensor of token ids, got {got}")
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
+    if not is_int(padding_idx):
         raise ValueError(f"`padding_idx` must be the pad token's id, an integer, got {padding_idx!r}")
     return (tokens != padding_idx).unsqueeze(-2)  # (batch, len) -> (batch, 1, len)
 

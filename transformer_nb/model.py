@@ -15,6 +15,7 @@ from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding
 from .attention import MultiHeadedAttention, check_mask, store_attention_weights
 from .masks import check_source_mask
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder, xavier_init)
+from .checks import is_int, is_number
 
 # %% auto #0
 __all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'make_model_defaults', 'check_config',
@@ -175,7 +176,7 @@ def check_config(config: dict):
     "Raise a clear error, naming the field, unless `config` holds the fields of a `ModelConfig` it can build."
     for name in _INT_ARGS:
         value = config[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
         if value > _LIMITS[name]:
             raise ValueError(f"`{name}` must be at most {_LIMITS[name]:,}, got {value:,}")
@@ -193,14 +194,14 @@ def check_config(config: dict):
         p = config.get(name)
         if p is None and name != "dropout":
             continue                                                   # None: the same as `dropout`
-        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        if not is_number(p) or not 0 <= p < 1:
             raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
                              f"got {p!r}")
     if config["d_model"] % config["h"]:
         raise ValueError(f"d_model={config['d_model']} must be divisible by the number of heads h={config['h']} "
                          f"(each head gets d_k = d_model / h dimensions)")
     pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
-    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int) or not 0 <= pad < smallest):
+    if pad is not None and (not is_int(pad) or not 0 <= pad < smallest):
         raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
     if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
         raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "

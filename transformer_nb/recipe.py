@@ -13,6 +13,7 @@ import torch
 from .checkpoint import read_checkpoint, CheckpointError
 from .model import ModelConfig
 from .precision import resolve_precision
+from .checks import is_int, is_number
 
 # %% auto #0
 __all__ = ['check_recipe', 'saved_recipe', 'check_saved_model']
@@ -27,13 +28,13 @@ def check_recipe(recipe, integers: dict, numbers: dict):
     used)."""
     for name, least in integers.items():
         value = getattr(recipe, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        if not is_int(value) or value < least:
             raise ValueError(f"`{name}` must be an integer of at least {least}, got {value!r}")
         if value >= 2**63:
             raise ValueError(f"`{name}` must be below 2**63, got {value:,}")
     for name, (ok, expected) in numbers.items():
         value = getattr(recipe, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+        if not is_number(value) or not math.isfinite(value) or not ok(value):
             raise ValueError(f"`{name}` must be {expected}, got {value!r}")
     resolve_precision(recipe.precision)                                  # names `precision` if it is not one
     try:

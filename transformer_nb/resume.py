@@ -13,6 +13,7 @@ import torch
 
 from .checkpoint import CHECKPOINT_FORMAT, read_checkpoint, CheckpointError
 from .epoch import TrainState
+from .checks import is_number
 
 # %% auto #0
 __all__ = ['load_checkpoint']
@@ -78,10 +79,9 @@ def _check_run(path, ckpt, optimizer, scheduler):
     if missing:
         raise CheckpointError(path, f"it holds a model but not a training run to resume (no {', '.join(missing)}): "
                               "resume files written by train(save=...)", ours=True)
-    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
     for record in history:                                                # evaluate's scores are numbers too
-        bad = [k for k in ("step", "seconds", "loss") if not number(record.get(k))]
-        bad += [k for k, v in record.items() if not number(v)]
+        bad = [k for k in ("step", "seconds", "loss") if not is_number(record.get(k))]
+        bad += [k for k, v in record.items() if not is_number(v)]
         if bad:
             raise CheckpointError(path, f"epoch {record['epoch']} of its history has no number for {bad[0]!r}",
                                   ours=True)
@@ -102,7 +102,6 @@ def _mismatch(saved, fresh, where: str = "the state"):
     """Where `saved` (a state read from a file) differs in structure or type from `fresh` (the state of the object it
     is loaded into), or None: keys, lengths, numbers, switches and tensors. An empty `fresh` dict or list (an optimizer
     that has not stepped yet) says nothing about what `saved` holds there."""
-    number = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
     if isinstance(fresh, dict):
         if not isinstance(saved, dict) or (fresh and set(saved) != set(fresh)):
             return f"{where} has other entries"
@@ -118,37 +117,44 @@ def _mismatch(saved, fresh, where: str = "the state"):
     elif isinstance(fresh, str):
         good = isinstance(saved, str)
     else:                                                                 # a number
-        good = number(saved) and math.isfinite(saved)
+        good = is_number(saved) and math.isfinite(saved)
     return None if good else f"{where} is {saved!r:.30}"
 
 
 def _optimizer_state_mismatch(optimizer):
-    """Where the loaded per-parameter state (Adam's moments) lacks an entry that a step of this optimizer makes, or does
-    not have its parameter's shape, or None."""
-    keys = _step_keys(optimizer)
-    for n, p in enumerate(p for group in optimizer.param_groups for p in group["params"]):
-        state = optimizer.state.get(p, {})
-        if state and keys is not None and not keys <= set(state):
-            return f"parameter {n}'s state has no {', '.join(sorted(keys - set(state)))}"
-        for key, value in state.items():
-            if key != "step" and isinstance(value, torch.Tensor) and value.shape != p.shape:
-                return f"parameter {n}'s {key} has shape {tuple(value.shape)}, not {tuple(p.shape)}"
+    """Where the loaded per-parameter state (Adam's moments) lacks an entry that a step of this optimizer makes for a
+    parameter of that shape, or holds one of another shape, or None."""
+    twins = {}                                                           # (group, shape) -> a twin's state
+    params = [(g, p) for g in optimizer.param_groups for p in g["params"]]
+    for n, (group, p) in enumerate(params):
+        if not (state := optimizer.state.get(p, {})):
+            continue
+        key = (id(group), tuple(p.shape))
+        if key not in twins:
+            twins[key] = _stepped_state(optimizer, group, p.shape)
+        twin = twins[key]
+        if twin is not None and (missing := set(twin) - set(state)):
+            return f"parameter {n}'s state has no {', '.join(sorted(missing))}"
+        for name, value in state.items():
+            like = twin.get(name) if twin is not None else p if name != "step" else None   # what it should be like
+            if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and value.shape != like.shape:
+                return f"parameter {n}'s {name} has shape {tuple(value.shape)}, not {tuple(like.shape)}"
     return None
 
 
-def _step_keys(optimizer):
-    """The per-parameter entries one step of `optimizer`'s kind and settings makes (Adam's: step, exp_avg,
-    exp_avg_sq), found by stepping a twin on a one-number parameter; None for an optimizer this cannot build."""
+def _stepped_state(optimizer, group: dict, shape):
+    """The per-parameter state one step of `optimizer`'s kind and `group`'s settings makes for a zero parameter of
+    `shape` (Adam's: step, exp_avg, exp_avg_sq); None for an optimizer this cannot step (LBFGS needs a closure)."""
     settings = inspect.signature(type(optimizer)).parameters
-    group = {k: v for k, v in optimizer.param_groups[0].items() if k in settings and k not in ("params", "fused")}
-    probe = torch.zeros(1, requires_grad=True)
+    kwargs = {k: v for k, v in group.items() if k in settings and k not in ("params", "fused")}
+    probe = torch.zeros(shape, requires_grad=True)
     try:
-        twin = type(optimizer)([probe], **{**group, "capturable": False} if "capturable" in group else group)
-        probe.grad = torch.zeros(1)
+        twin = type(optimizer)([probe], **{**kwargs, "capturable": False} if "capturable" in kwargs else kwargs)
+        probe.grad = torch.zeros(shape)
         twin.step()
-    except Exception:                                                    # LBFGS needs a closure, say: no check
+    except Exception:
         return None
-    return set(twin.state[probe])
+    return dict(twin.state[probe])
 
 
 def _restore_rng(ckpt):

@@ -10,6 +10,8 @@ from collections import Counter, defaultdict
 
 import torch
 
+from .checks import is_int
+
 # %% auto #0
 __all__ = ['SPACE', 'pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer']
 
@@ -113,12 +115,12 @@ class Tokenizer:
         alphabet = sorted({c for t in texts for w in pre_tokenize(t) for c in w})
         if not alphabet:
             raise ValueError("`texts` holds no characters to learn from (it is empty or only whitespace)")
-        if isinstance(min_frequency, bool) or not isinstance(min_frequency, int) or min_frequency < 1:
+        if not is_int(min_frequency) or min_frequency < 1:
             raise ValueError(f"`min_frequency` must be an integer of at least 1 (the fewest times a pair is seen "
                              f"to be merged), got {min_frequency!r}")
         if vocab_size is None:
             return cls(alphabet, [])
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        if not is_int(vocab_size):
             raise TypeError(f"`vocab_size` must be an integer or None, got {vocab_size!r}")
         n_merges = vocab_size - len(cls.specials) - len(alphabet)
         if n_merges < 0:

@@ -18,11 +18,14 @@ from .files import check_save_path
 from .decoding import greedy_decode, beam_search, max_positions, BEAM_SIZE, LENGTH_PENALTY
 from .masks import padding_mask
 from .tokenizer import Tokenizer, SPACE
+from .checks import is_int
+from .attention import attention_kernels
 
 # %% auto #0
 __all__ = ['PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
+@attention_kernels()                                                   # not cuDNN's attention (chapter 02)
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = BEAM_SIZE,
               length_penalty: float = LENGTH_PENALTY,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
@@ -33,9 +36,9 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     if isinstance(sentences, str):
         raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
     sentences = list(sentences)                                         # a generator is read once, here
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
-    if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
+    if not is_int(beam_size) or beam_size < 1:
         raise ValueError(f"`beam_size` must be a positive integer (1: greedy), got {beam_size!r}")
     _check_translator(model, tokenizer)
     device, limit = next(model.parameters()).device, max_positions(model)
