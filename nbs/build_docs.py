@@ -316,7 +316,7 @@ def web_assets(folder: Path):
     for path in WEB:
         shutil.copy(path, folder / path.name)
     model, tokenizer, _ = load_translator(PRETRAINED_TRANSLATOR)
-    export_weights(model, tokenizer, folder / "weights-int8.js", "int8")
+    export_weights(folder / "weights-int8.js", model, tokenizer, "int8")
 
 
 def build():

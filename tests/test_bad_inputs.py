@@ -1097,3 +1097,17 @@ def test_a_model_is_placed_on_a_device_not_by_a_callable_or_dict(tmp_path):
             with pytest.raises(TypeError, match=r"`map_location` must name a device to place a model, not a (fun|dict)"):
                 load()
     assert isinstance(model_from_checkpoint(path, torch.device("cpu")), torch.nn.Module)
+
+
+def test_export_weights_takes_the_path_first(tmp_path):
+    "As save_checkpoint and save_translator: a call in the old order (model, tokenizer, path) is refused in one line."
+    from transformer_nb.tokenizer import Tokenizer
+    from transformer_nb.web import export_weights
+    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab_size=None)
+    from transformer_nb.model import make_model
+    model = make_model(len(tokenizer), len(tokenizer), N=1, d_model=32, d_ff=64, h=4, padding_idx=tokenizer.pad)
+    with pytest.raises(TypeError, match=re.escape("export_weights takes the path first, as save_checkpoint and "
+                                                  "save_translator do: export_weights(path, model, tokenizer)")):
+        export_weights(model, tokenizer, tmp_path / "w.js")
+    assert not (tmp_path / "w.js").exists()
+    assert export_weights(tmp_path / "w.js", model, tokenizer).is_file()

@@ -21,7 +21,7 @@ def browser_timings(model, tokenizer) -> dict:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for dtype in DTYPES:
-            export_weights(model, tokenizer, BUILD / f"weights-{dtype}.js", dtype)
+            export_weights(BUILD / f"weights-{dtype}.js", model, tokenizer, dtype)
             page = browser.new_page()
             page.goto((HERE / "bench.html").as_uri())
             out[dtype] = page.evaluate("([url, s]) => runBench(url, s)", [f"build/weights-{dtype}.js", parity_sentences()])

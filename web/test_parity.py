@@ -56,7 +56,7 @@ def model_and_tokenizer():
     model, tokenizer, description = load_model()
     print(f"\nparity model: {description}", file=sys.stderr)
     for dtype in DTYPES:                                    # the weights scripts the pages load
-        export_weights(model, tokenizer, BUILD / f"weights-{dtype}.js", dtype)
+        export_weights(BUILD / f"weights-{dtype}.js", model, tokenizer, dtype)
     return model, tokenizer
 
 
@@ -313,7 +313,7 @@ def test_other_architectures(browser, variant):
     separate embeddings and output projection; a final LayerNorm after post-norm layers."""
     from reference import random_model
     model, tokenizer = random_model(seed=1, **VARIANTS[variant])
-    export_weights(model, tokenizer, BUILD / f"variant-{variant}.js", "int8")
+    export_weights(BUILD / f"variant-{variant}.js", model, tokenizer, "int8")
     reference, page = Reference(model, tokenizer, "int8"), Page(browser.new_page(), "int8")
     page.page.goto(f"{HERE.as_uri()}/test.html?weights=build/variant-{variant}.js")
     page.js("() => window.ready")
