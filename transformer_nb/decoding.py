@@ -11,13 +11,13 @@ import warnings
 import torch
 from torch import nn
 
-from .embedding import PositionalEncoding, LearnedPositionalEncoding
+from .embedding import max_positions
 from .precision import autocast
 from .checks import is_int, is_number
 
 # %% auto #0
 __all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'init_cache',
-           'next_log_probs', 'max_positions', 'KVCache', 'beam_search']
+           'next_log_probs', 'KVCache', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
@@ -79,13 +79,6 @@ def next_log_probs(model, memory, src_mask, ys, cache=None):
     else:                                                              # only the new position, at its true offset
         out = model.decode(memory, src_mask, ys[:, -1:], None, cache=cache, start=ys.size(1) - 1)  # (batch, 1, d_model)
     return model.generator(out[:, -1])                                # (batch, vocab)
-
-
-def max_positions(model) -> int | None:
-    "The longest sequence the model's positional tables cover (`None` when it has none)."
-    kinds = (PositionalEncoding, LearnedPositionalEncoding)
-    tables = [m.max_positions for m in model.modules() if isinstance(m, kinds)]
-    return min(tables) if tables else None
 
 
 def _check_decode_args(model, src, src_mask, max_length) -> int:

@@ -13,7 +13,8 @@ from torch import nn
 from .checks import check_activations
 
 # %% auto #0
-__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'LearnedPositionalEncoding', 'check_tokens']
+__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'LearnedPositionalEncoding', 'max_positions',
+           'check_tokens']
 
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
@@ -74,6 +75,13 @@ class LearnedPositionalEncoding(nn.Module):
         _check_positions(x.size(1), start, self.max_positions)
         positions = torch.arange(start, start + x.size(1), device=x.device)  # (len,)
         return self.dropout(x + self.pe(positions).unsqueeze(0))            # (1, len, d_model) broadcast over batch
+
+# %% ../nbs/00_embedding.ipynb #a4e2e459
+def max_positions(model) -> int | None:
+    "The longest sequence a model's positional tables cover (`None` if it has none); chapter 06's decoders stop there."
+    kinds = (PositionalEncoding, LearnedPositionalEncoding)
+    tables = [m.max_positions for m in model.modules() if isinstance(m, kinds)]
+    return min(tables) if tables else None
 
 # %% ../nbs/00_embedding.ipynb #84d403ab
 def check_tokens(x, vocab: int, name: str = "x"):

@@ -15,7 +15,8 @@ from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
 from .rebuild import model_from_checkpoint
 from .data import pad_ids
 from .files import check_save_path
-from .decoding import greedy_decode, beam_search, max_positions, BEAM_SIZE, LENGTH_PENALTY
+from .decoding import greedy_decode, beam_search, BEAM_SIZE, LENGTH_PENALTY
+from .embedding import max_positions
 from .masks import padding_mask
 from .tokenizer import Tokenizer, SPACE
 from .checks import is_int

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .decoding import max_positions
+from .embedding import max_positions
 from .files import atomic_write
 from .layers import LayerNorm
 from .tokenizer import Tokenizer

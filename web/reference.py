@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from transformer_nb.data import load_multi30k
-from transformer_nb.decoding import beam_search, greedy_decode, max_positions
+from transformer_nb.decoding import beam_search, greedy_decode
+from transformer_nb.embedding import max_positions
 from transformer_nb.masks import padding_mask, subsequent_mask
 from transformer_nb.model import attention_maps, make_model
 from transformer_nb.tokenizer import Tokenizer
