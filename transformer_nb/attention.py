@@ -191,7 +191,8 @@ def check_attention_inputs(d_model: int, query, key, value, mask=None, causal: b
 @contextlib.contextmanager
 def attention_kernels():
     """A context in which `scaled_dot_product_attention` does not use cuDNN's kernel, which builds a plan for every new
-    shape of its inputs; the other kernels stay as they were set, and cuDNN's setting is restored on exit."""
+    shape of its inputs; the other kernels stay as they were set, and cuDNN's setting (one for the whole process) is
+    restored on exit."""
     before = torch.backends.cuda.cudnn_sdp_enabled()
     torch.backends.cuda.enable_cudnn_sdp(False)
     try:

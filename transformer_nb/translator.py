@@ -26,7 +26,7 @@ from .attention import attention_kernels
 __all__ = ['PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
-@attention_kernels()                                                   # not cuDNN's attention (chapter 02)
+@attention_kernels()                                   # the whole call without cuDNN's attention (chapter 02)
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = BEAM_SIZE,
               length_penalty: float = LENGTH_PENALTY,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
