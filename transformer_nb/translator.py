@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 
 from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
-
 from .rebuild import model_from_checkpoint
 from .data import pad_ids
 from .files import check_save_path
