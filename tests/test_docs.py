@@ -302,6 +302,7 @@ def int8_translation():
 def test_the_browser_chapter_translates_and_shows_every_map(browser, server, mode, viewport, int8_translation):
     """Appendix 14's demo: the weights load only on request, the first test sentence comes out as Python translates it,
     every map of the chosen layer is drawn (hovering a cell names both tokens and the weight), and nothing widens the page."""
+    from playwright.sync_api import expect
     sentence, expected = int8_translation
     ctx = browser.new_context(viewport=viewport)
     tab = ctx.new_page()
@@ -316,15 +317,15 @@ def test_the_browser_chapter_translates_and_shows_every_map(browser, server, mod
     demo = tab.locator("#tnb-demo")
     assert tab.input_value("#tnb-demo textarea") == sentence
     assert demo.locator(".tnb-demo-output").inner_text() == expected
-    heads = tab.evaluate("window.transformerNb.model.config.h")
-    assert demo.locator("table.tnb-map").count() == heads                   # "all heads" of layer 1
+    heads = tab.evaluate("window.transformerNbWeights.config.h")
+    expect(demo.locator("table.tnb-map")).to_have_count(heads)              # "all heads" of layer 1, drawn one by one
     demo.locator("table.tnb-map td").nth(5).hover()
     assert re.fullmatch(r".+ → .+: [01]\.\d{3}", demo.locator(".tnb-demo-cell").inner_text())
     for kind in ("encoder", "decoder_self", "cross"):                       # every kind and layer can be shown
         demo.locator("select").nth(2).select_option(kind)
-        for layer in range(tab.evaluate("window.transformerNb.model.config.N")):
+        for layer in range(tab.evaluate("window.transformerNbWeights.config.N")):
             demo.locator("select").nth(3).select_option(str(layer))
-            assert demo.locator("table.tnb-map").count() == heads
+            expect(demo.locator("table.tnb-map")).to_have_count(heads)
     width = tab.evaluate("document.documentElement.scrollWidth")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     demo.screenshot(path=str(ARTIFACTS / f"demo-{mode}-{viewport['width']}.png"))

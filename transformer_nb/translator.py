@@ -22,9 +22,12 @@ from .checks import is_int
 from .attention import attention_kernels
 
 # %% auto #0
-__all__ = ['PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
+__all__ = ['EXTRA_TOKENS', 'PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
 
 # %% ../nbs/09_translation.ipynb #d03e1dc4
+EXTRA_TOKENS = 50                                      # an output is at most its input + 50 tokens (the paper's limit)
+
+
 @attention_kernels()                                   # the whole call without cuDNN's attention (chapter 02)
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = BEAM_SIZE,
               length_penalty: float = LENGTH_PENALTY,
@@ -64,7 +67,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         chunk = order[i: i + batch_size]
         src = pad_ids([ids[n] for n in chunk], tokenizer.pad).to(device)    # (batch, len_src)
         src_mask = padding_mask(src, tokenizer.pad)                       # (batch, 1, len_src)
-        max_length = src.size(1) + 50                                        # the paper's limit: input + 50
+        max_length = src.size(1) + EXTRA_TOKENS                              # the paper's limit: input + 50
         max_length = min(max_length, limit) if limit is not None else max_length
         if beam_size == 1:
             ys = greedy_decode(model, src, src_mask, max_length, start_symbol=tokenizer.bos, end_symbol=tokenizer.eos,

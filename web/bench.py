@@ -2,8 +2,14 @@
 milliseconds per generated token for greedy decoding and beam search (5, length penalty 1.2) on the 20 test sentences
 of the parity tests; PyTorch on one thread beside them, one sentence at a time. Appendix 14 prints `measure()`.
 
-    python web/bench.py
+Absolute times depend on the machine, so the issue's goals are ratios, measured in rounds: each round starts a fresh
+Chromium (int8 weights), then times PyTorch in this process, and gives beam 5's cost per token over greedy's and
+Chromium's greedy over PyTorch's; the median of the rounds is printed with their range.
+
+    python web/bench.py [rounds]
 """
+import statistics
+import sys
 import time
 
 import pandas as pd
@@ -15,18 +21,17 @@ from test_parity import BUILD, CHROMIUM, CHROMIUM_ARGS, parity_sentences
 from transformer_nb.web import DTYPES, dequantized_model, export_weights
 
 
-def browser_timings(model, tokenizer) -> dict:
-    "Per storage dtype, in a fresh page each: runBench's load time and per-token timings (bench.js)."
+def browser_timings(model, tokenizer, dtypes=DTYPES) -> dict:
+    "Per storage dtype, in a fresh Chromium each: runBench's load time and per-token timings (bench.js)."
     out = {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for dtype in DTYPES:
+        for dtype in dtypes:
             export_weights(BUILD / f"weights-{dtype}.js", model, tokenizer, dtype)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page()
             page.goto((HERE / "bench.html").as_uri())
             out[dtype] = page.evaluate("([url, s]) => runBench(url, s)", [f"build/weights-{dtype}.js", parity_sentences()])
-            page.close()
-        browser.close()
+            browser.close()
     return out
 
 
@@ -44,20 +49,40 @@ def pytorch_timings(model, tokenizer) -> dict:
     return out
 
 
-def measure() -> pd.DataFrame:
-    "One row per engine: weights load time (ms) and ms per generated token, greedy and beam 5."
-    model, tokenizer, _ = load_model()
+def table(browser: dict, pytorch: dict) -> pd.DataFrame:
+    "One row per engine: weights load time (ms), ms per generated token (greedy, beam 5), the maps (ms per sentence)."
     rows = {}
-    for dtype, r in browser_timings(model, tokenizer).items():
+    for dtype, r in browser.items():
         rows[f"Chromium, {dtype} weights"] = {"load the weights (ms)": r["totalLoadMs"],
                                               "greedy (ms per token)": r["greedy"]["msPerToken"],
                                               "beam 5 (ms per token)": r["beam5"]["msPerToken"],
                                               "attention maps (ms per sentence)": r["greedy"]["attentionMsPerSentence"]}
-    r = pytorch_timings(model, tokenizer)
-    rows["PyTorch, 1 thread"] = {"greedy (ms per token)": r["greedy"]["msPerToken"],
-                                 "beam 5 (ms per token)": r["beam5"]["msPerToken"]}
+    rows["PyTorch, 1 thread"] = {"greedy (ms per token)": pytorch["greedy"]["msPerToken"],
+                                 "beam 5 (ms per token)": pytorch["beam5"]["msPerToken"]}
     return pd.DataFrame(rows).T
 
 
+def measure(rounds: int = 3) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the first round's timings, both dtypes; the ratios of every round, int8, with their median and range)."""
+    model, tokenizer, _ = load_model()
+    first, ratios = None, []
+    for n in range(rounds):
+        browser = browser_timings(model, tokenizer, DTYPES if n == 0 else ("int8",))
+        pytorch = pytorch_timings(model, tokenizer)
+        first = first if first is not None else table(browser, pytorch)
+        chromium = browser["int8"]
+        ratios.append({"beam 5 / greedy, per token (Chromium)":
+                           chromium["beam5"]["msPerToken"] / chromium["greedy"]["msPerToken"],
+                       "Chromium / PyTorch, greedy": chromium["greedy"]["msPerToken"] / pytorch["greedy"]["msPerToken"],
+                       "Chromium / PyTorch, beam 5": chromium["beam5"]["msPerToken"] / pytorch["beam5"]["msPerToken"],
+                       "beam 5 decoder steps per token": chromium["beam5"]["steps"] / chromium["beam5"]["generated"]})
+    ratios = pd.DataFrame(ratios, index=[f"round {n + 1}" for n in range(rounds)]).T
+    summary = ratios.T.agg(["median", "min", "max"]).T
+    return first, pd.concat([ratios, summary], axis=1)
+
+
 if __name__ == "__main__":
-    print(measure().round(1).to_string())
+    timings, ratios = measure(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    print(timings.round(1).to_string())
+    print()
+    print(ratios.round(2).to_string())

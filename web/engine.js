@@ -1,20 +1,28 @@
-// engine.js: the transformer_nb German->English translator, running in the browser in plain JavaScript.
+// engine.js: the transformer_nb German->English translator in plain JavaScript, for a web page and for Node.
 //
 // Each function is the twin of a piece of the PyTorch package (named in its comment), written out with loops instead
-// of tensor operations. There are no libraries and no modules: a classic script that defines
+// of tensor operations. No libraries and no build step: one file that a page loads with a plain <script> tag (which
+// works from file:// as from a web server) and Node with require(). Either way it gives one object,
 //
-//     window.transformerNb = { load(weights), translate(text, {beam, lengthPenalty}) }
+//     transformerNb = { createTranslator(weights), startWorker(weights), readWeightsScript(text), FORMAT, internals }
 //
-// `load` takes the object a weights script (written by transformer_nb.web.export_weights) assigns to `window.transformerNbWeights`;
-// `translate` returns a Promise of {text, tokens, attention, ...}: attention.encoder / .decoder_self / .cross hold,
-// per layer, one [len_q][len_k] array per head.
+// `createTranslator` takes the object a weights script (written by transformer_nb.web.export_weights) assigns to
+// `window.transformerNbWeights` and returns a translator; its `translate(text, {beam, lengthPenalty, attention})`
+// returns {text, tokens, ...} and, when asked (`attention: true`), every attention map: attention.encoder /
+// .decoder_self / .cross hold, per layer, one [len_q][len_k] array per head. The file keeps no state beyond one
+// table it computes once (the value of every float16 bit pattern): each translator holds its model, so a page may
+// hold several. `startWorker` runs the same translator in a Web
+// Worker (its `translate` returns a Promise), so that the page stays responsive while it works.
 //
 // Numbers. PyTorch computes in float32. Here every stored activation and weight is a Float32Array (writing into one
 // rounds to float32), while a single sum or product in flight is a JavaScript number (float64). So results agree
 // with PyTorch to about 1e-6, not bit for bit: the order in which PyTorch's kernels add numbers is not ours.
 // Decisions made on numbers (argmax, top-k, comparisons of beam scores) are written exactly as decoding.py makes
 // them, in float32 (Math.fround) where PyTorch's are float32.
-(function () {
+(function (root, factory) {
+  if (typeof module === "object" && module.exports) module.exports = factory();   // Node: require("./engine.js")
+  else root.transformerNb = factory();                                             // a page: window.transformerNb
+})(typeof self !== "undefined" ? self : globalThis, function engine() {
   "use strict";
 
   const f32 = Math.fround;                      // round a float64 to the nearest float32
@@ -69,6 +77,18 @@
       throw new Error(`unknown tensor dtype ${entry.dtype} for ${entry.name}`);
     }
     return out;
+  }
+
+  // The weights format this engine reads: transformer_nb.web.FORMAT (a test holds the two equal).
+  const FORMAT = "transformer_nb-web-2";
+
+  // The object a weights script assigns, from the script's text, for where no page runs it (Node, a test). The
+  // script is `window.transformerNbWeights = {...};` with JSON between the braces.
+  function readWeightsScript(text) {
+    const start = text.indexOf("{"), end = text.lastIndexOf("}");
+    if (!text.includes("transformerNbWeights") || start < 0 || end < start)
+      throw new Error("not a transformer_nb weights script (written by transformer_nb.web.export_weights)");
+    return JSON.parse(text.slice(start, end + 1));
   }
 
   // name -> Float32Array, for every name of model.state_dict(); tied names share one array.
@@ -197,7 +217,7 @@
   // =================================================================================================================
 
   // The dot product of a[offset .. offset+n) and b[0 .. n). Four partial sums instead of one: the processor can
-  // then work on four additions at once (about twice as fast; PyTorch's kernels also add in their own order).
+  // then work on four additions at once (PyTorch's kernels also add in their own order).
   function dot(a, offset, b, n) {
     let s0 = 0, s1 = 0, s2 = 0, s3 = 0, j = 0;
     for (; j + 3 < n; j += 4) {
@@ -210,13 +230,27 @@
     return (s0 + s1) + (s2 + s3);
   }
 
-  // nn.Linear: y = x W^T + b, W of shape (out, in) stored row by row. Each row of W is read once for all the positions
-  // in x (the loop over positions is inside), which matters where many pass at once: the encoder, the attention pass.
+  // nn.Linear: y = x W^T + b, W of shape (out, in) stored row by row. The positions of x go four at a time: each
+  // number of W, once read, is multiplied into four rows (four independent sums also keep the processor busy), so W
+  // is read once for every four positions: the encoder's, the attention pass's, beam search's hypotheses.
   function linear(x, layer) {
-    const { weight, bias, inFeatures: n, outFeatures: m } = layer;
+    const { weight: w, bias, inFeatures: n, outFeatures: m } = layer;
     const y = x.map(() => new Float32Array(m));
-    for (let o = 0; o < m; o++)
-      for (let p = 0; p < x.length; p++) y[p][o] = dot(weight, o * n, x[p], n) + (bias ? bias[o] : 0);
+    let p = 0;
+    for (; p + 4 <= x.length; p += 4) {
+      const [x0, x1, x2, x3] = x.slice(p, p + 4), [y0, y1, y2, y3] = y.slice(p, p + 4);
+      for (let o = 0; o < m; o++) {
+        let s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (let j = 0, at = o * n; j < n; j++, at++) {
+          const wj = w[at];
+          s0 += wj * x0[j]; s1 += wj * x1[j]; s2 += wj * x2[j]; s3 += wj * x3[j];
+        }
+        const b = bias ? bias[o] : 0;
+        y0[o] = s0 + b; y1[o] = s1 + b; y2[o] = s2 + b; y3[o] = s3 + b;
+      }
+    }
+    for (; p < x.length; p++)                                   // the last one to three positions, one at a time
+      for (let o = 0; o < m; o++) y[p][o] = dot(w, o * n, x[p], n) + (bias ? bias[o] : 0);
     return y;
   }
 
@@ -242,17 +276,15 @@
     return row;
   }
 
-  const peRows = new Map();                                     // position -> row (computed once, like the buffer)
-
-  // PositionalEncoding: add the encoding of positions start, start+1, ... (no dropout: evaluation).
-  function positionalEncoding(x, start, maxPositions) {
+  // PositionalEncoding: add the encoding of positions start, start+1, ... (no dropout: evaluation). `peRows` keeps
+  // each row once computed (position -> row), as the module keeps its table in a buffer.
+  function positionalEncoding(x, start, maxPositions, peRows) {
     if (start < 0 || start + x.length > maxPositions)
       throw new Error(`positions ${start}..${start + x.length - 1} do not fit the positional table ` +
                       `(max_positions=${maxPositions})`);
     return x.map((row, i) => {
-      const key = `${start + i}:${row.length}`;
-      if (!peRows.has(key)) peRows.set(key, sinusoidalEncoding(start + i, row.length));
-      const pe = peRows.get(key), out = new Float32Array(row.length);
+      if (!peRows.has(start + i)) peRows.set(start + i, sinusoidalEncoding(start + i, row.length));
+      const pe = peRows.get(start + i), out = new Float32Array(row.length);
       for (let j = 0; j < row.length; j++) out[j] = row[j] + pe[j];
       return out;
     });
@@ -319,39 +351,59 @@
     return x.map((row) => row.subarray(hd * dK, (hd + 1) * dK));
   }
 
-  // KVCache: the projected keys and values of earlier positions (one row each), kept between decoding steps.
-  // A static cache (cross-attention) is filled once; a growing one (self-attention) gains one row per step.
+  // KVCache: the projected keys and values of earlier positions (one row each), kept between decoding steps: the
+  // cross-attention's is filled once, a self-attention's gains one row per step. update() makes new arrays (rows
+  // are never changed once written), so a copy may share them.
   class KVCache {
-    constructor(isStatic = false) { this.static = isStatic; this.k = null; this.v = null; }
+    constructor() { this.k = null; this.v = null; }
     update(k, v) {
-      if (!this.static && this.k !== null) { k = this.k.concat(k); v = this.v.concat(v); }
+      if (this.k !== null) { k = this.k.concat(k); v = this.v.concat(v); }
       this.k = k; this.v = v;
       return [k, v];
     }
-    copy() {                                                    // rows are never changed once written: share them
-      const c = new KVCache(this.static);
+    copy() {
+      const c = new KVCache();
       [c.k, c.v] = [this.k, this.v];
       return c;
     }
   }
 
-  // MultiHeadedAttention: project q, k, v (W^Q, W^K, W^V), attend in h heads of d_k columns, merge, project (W^O).
-  function multiHeadAttention(query, key, value, mask, attn, h, cache = null) {
-    const dModel = query[0].length, dK = dModel / h;
-    const q = linear(query, attn.wQ);
-    let k, v;
-    if (cache !== null && cache.static && cache.k !== null) [k, v] = [cache.k, cache.v];   // memory projected once
-    else {
-      [k, v] = [linear(key, attn.wK), linear(value, attn.wV)];
-      if (cache !== null) [k, v] = cache.update(k, v);          // self-attention: earlier positions + the new one
-    }
+  // MultiHeadedAttention.attend: the projected q, k, v split into h heads of d_k columns, attended, merged.
+  function attendHeads(q, k, v, mask, h) {
+    const dModel = q[0].length, dK = dModel / h;
     const merged = q.map(() => new Float32Array(dModel)), weights = [];
     for (let hd = 0; hd < h; hd++) {
       const head = attention(headOf(q, hd, dK), headOf(k, hd, dK), headOf(v, hd, dK), mask);
       head.output.forEach((row, i) => merged[i].set(row, hd * dK));   // merge_heads
       weights.push(head.weights);
     }
-    return { output: linear(merged, attn.wO), weights };       // weights: h arrays of (len_q, len_k)
+    return { merged, weights };                                 // (len_q, d_model), h arrays of (len_q, len_k)
+  }
+
+  // MultiHeadedAttention: project q, k, v (W^Q, W^K, W^V), attend in h heads, merge, project (W^O). With a static
+  // `cache` (cross-attention while decoding) the keys and values are projected once, at the first step.
+  function multiHeadAttention(query, key, value, mask, attn, h, cache = null) {
+    const q = linear(query, attn.wQ);
+    let k, v;
+    if (cache !== null && cache.k !== null) [k, v] = [cache.k, cache.v];   // memory projected once
+    else {
+      [k, v] = [linear(key, attn.wK), linear(value, attn.wV)];
+      if (cache !== null) cache.update(k, v);
+    }
+    const { merged, weights } = attendHeads(q, k, v, mask, h);
+    return { output: linear(merged, attn.wO), weights };
+  }
+
+  // The decoder's self-attention while decoding, for several hypotheses at once (beam search): row r of x is the
+  // newest token of hypothesis r, which attends to its own earlier positions (caches[r], its KVCache) and to itself,
+  // so no mask is needed. The rows pass W^Q, W^K, W^V and W^O together: each weight, once read, serves four rows.
+  function cachedSelfAttention(x, attn, h, caches) {
+    const q = linear(x, attn.wQ), k = linear(x, attn.wK), v = linear(x, attn.wV);
+    const merged = x.map((_, r) => {
+      const [keys, values] = caches[r].update([k[r]], [v[r]]);   // earlier positions + the new one
+      return attendHeads([q[r]], keys, values, null, h).merged[0];
+    });
+    return linear(merged, attn.wO);
   }
 
   // PositionwiseFeedForward: max(0, x W_1 + b_1) W_2 + b_2.
@@ -379,11 +431,13 @@
   }
 
   // DecoderLayer: masked self-attention, cross-attention over the encoder's output `memory`, then feed-forward.
-  // `cache` ({self, src} KVCaches) lets it take one new position at a time.
+  // With `cache` ({self: one KVCache per row, src: one shared KVCache}) each row of x is one hypothesis's newest
+  // token (decoding); without, x is a whole sequence under `tgtMask` (the attention maps).
   function decoderLayer(x, memory, srcMask, tgtMask, layer, config, cache = null) {
-    let selfWeights, crossWeights;
+    let selfWeights = null, crossWeights;
     x = sublayerConnection(x, (x) => {
-      const a = multiHeadAttention(x, x, x, tgtMask, layer.selfAttn, config.h, cache && cache.self);
+      if (cache !== null) return cachedSelfAttention(x, layer.selfAttn, config.h, cache.self);
+      const a = multiHeadAttention(x, x, x, tgtMask, layer.selfAttn, config.h);
       selfWeights = a.weights;
       return a.output;
     }, layer.norms[0], config);
@@ -406,9 +460,9 @@
     return out;
   }
 
-  // Generator: linear projection to the vocabulary, then log-softmax: log-probabilities of the next token.
+  // Generator: linear projection to the vocabulary, then log-softmax: per row, log-probabilities of the next token.
   function generator(x, proj) {
-    return logSoftmax(linear([x], proj)[0]);
+    return linear(x, proj).map(logSoftmax);
   }
 
   // =================================================================================================================
@@ -448,13 +502,14 @@
       this.srcLut = get("src_embed.0.lut.weight");
       this.tgtLut = get("tgt_embed.0.lut.weight");
       this.proj = lin("generator.proj", config.tgt_vocab, d, true);   // the Generator's Linear always has a bias
+      this.peRows = new Map();                                  // the positional rows computed so far
     }
 
     // src ids -> memory (len_src rows), and the encoder's attention weights per layer. A single sentence has no
     // padding, so the source keep-mask keeps every key: null.
     encode(src) {
       const c = this.config;
-      let x = positionalEncoding(embed(src, this.srcLut, c.d_model), 0, c.max_positions);
+      let x = positionalEncoding(embed(src, this.srcLut, c.d_model), 0, c.max_positions, this.peRows);
       const weights = [];
       for (const layer of this.encoderLayers) {
         const out = encoderLayer(x, null, layer, c);
@@ -464,13 +519,17 @@
       return { memory: this.encoderNorm ? layerNorm(x, this.encoderNorm, c.layer_norm_eps) : x, weights };
     }
 
-    // tgt ids at positions start, start+1, ... -> decoder vectors; with `cache`, `tgt` holds only the new tokens.
+    // The decoder. Without `cache`: the tokens `tgt` at positions 0, 1, ... under `tgtMask`, with the attention
+    // weights (the maps). With `cache` (initCache): one decoding step for several hypotheses at once, `tgt[r]` the
+    // newest token of hypothesis r, every one at position `start`.
     decode(memory, tgt, tgtMask, cache = null, start = 0) {
-      const c = this.config;
-      let x = positionalEncoding(embed(tgt, this.tgtLut, c.d_model), start, c.max_positions);
+      const c = this.config, rows = embed(tgt, this.tgtLut, c.d_model), pe = this.peRows;
+      let x = cache === null ? positionalEncoding(rows, 0, c.max_positions, pe)
+                             : rows.map((row) => positionalEncoding([row], start, c.max_positions, pe)[0]);
       const selfWeights = [], crossWeights = [];
       this.decoderLayers.forEach((layer, i) => {
-        const out = decoderLayer(x, memory, null, tgtMask, layer, c, cache && cache[i]);
+        const layerCache = cache && { self: cache.self.map((layers) => layers[i]), src: cache.src[i] };
+        const out = decoderLayer(x, memory, null, tgtMask, layer, c, layerCache);
         x = out.x;
         selfWeights.push(out.selfWeights);
         crossWeights.push(out.crossWeights);
@@ -487,16 +546,18 @@
   // 5. Decoding (decoding.py)
   // =================================================================================================================
 
-  // init_cache: per decoder layer, a growing self-attention cache and a static cross-attention one.
-  function initCache(model) {
-    return model.decoderLayers.map(() => ({ self: new KVCache(), src: new KVCache(true) }));
+  // init_cache, for `rows` hypotheses: per decoder layer one cross-attention cache (the memory's keys and values,
+  // computed at the first step and shared by every hypothesis), and per hypothesis one self-attention cache a layer.
+  function initCache(model, rows) {
+    const layers = () => model.decoderLayers.map(() => new KVCache());
+    return { src: layers(), self: Array.from({ length: rows }, layers) };
   }
 
-  // next_log_probs: log-probabilities of the token after `ys`; with a cache only the last token is fed, at its
-  // true position ys.length - 1.
+  // next_log_probs: for each hypothesis (a row of `ys`, all of one length), the log-probabilities of the token after
+  // it; with the cache only the last token is fed, at its true position ys[r].length - 1.
   function nextLogProbs(model, memory, ys, cache) {
-    const out = model.decode(memory, ys.slice(-1), null, cache, ys.length - 1).x;
-    return model.generator(out[out.length - 1]);
+    const out = model.decode(memory, ys.map((y) => y[y.length - 1]), null, cache, ys[0].length - 1).x;
+    return model.generator(out);
   }
 
   // argmax: the first index of the largest value, as torch.argmax returns.
@@ -509,9 +570,9 @@
   // greedy_decode: always take the most probable next token; stop after the end symbol or at maxLength tokens
   // (the start symbol counts).
   function greedyDecode(model, src, maxLength, startSymbol, endSymbol) {
-    const memory = model.encode(src).memory, cache = initCache(model), ys = [startSymbol];
+    const memory = model.encode(src).memory, cache = initCache(model, 1), ys = [startSymbol];
     for (let step = 0; step < maxLength - 1; step++) {
-      const next = argmax(nextLogProbs(model, memory, ys, cache));
+      const next = argmax(nextLogProbs(model, memory, [ys], cache)[0]);
       ys.push(next);
       if (next === endSymbol) break;
     }
@@ -540,18 +601,18 @@
   }
 
   // beam_search: keep the `beamSize` best hypotheses by raw log-probability; a hypothesis that ends competes, by
-  // its length-normalized score, against the best finished one; stop when no live hypothesis can still win.
+  // its length-normalized score, against the best finished one; stop when no live hypothesis can still win. The
+  // k hypotheses take each decoder step together (nextLogProbs on k rows), as PyTorch's batch of k does.
   function beamSearch(model, src, maxLength, startSymbol, endSymbol, beamSize, alpha) {
     const k = beamSize, memory = model.encode(src).memory, V = model.config.tgt_vocab;
-    // k identical starts, only the first alive (score 0; the others -inf); each with its own decoder cache
+    // k identical starts, only the first alive (score 0; the others -inf)
     let alive = Array.from({ length: k }, () => [startSymbol]);
     let aliveLp = Array.from({ length: k }, (_, i) => (i === 0 ? 0 : -Infinity));
-    const cross = initCache(model).map((c) => c.src);            // the memory's keys/values: the same for every beam
-    let caches = alive.map(() => cross.map((src) => ({ self: new KVCache(), src })));
+    const cache = initCache(model, k);
     let best = [startSymbol], bestScore = -Infinity, bestLen = 0, t = 0;
     for (let step = 1; step < maxLength; step++) {
       t = step;                                                  // t: the position being written
-      const logp = alive.map((ys, i) => nextLogProbs(model, memory, ys, caches[i]));   // k x (V,)
+      const logp = nextLogProbs(model, memory, alive, cache);   // k x (V,)
       const cand = (i, w) => f32(aliveLp[i] + logp[i][w]);      // raw score of hypothesis i + token w (float32)
       // 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
       let done = -Infinity, j = 0;
@@ -565,7 +626,7 @@
       const parents = top.map((c) => Math.floor(c.index / V)), tokens = top.map((c) => c.index % V);
       aliveLp = top.map((c) => c.score);
       alive = parents.map((p, i) => [...alive[p], tokens[i]]);
-      caches = parents.map((p) => caches[p].map((c) => ({ self: c.self.copy(), src: c.src })));   // reorder
+      cache.self = parents.map((p) => cache.self[p].map((c) => c.copy()));   // each row takes its parent's cache
       // 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at maxLength
       if (t === maxLength - 1 || bestScore > f32(aliveLp[0] / lengthPenalty(maxLength - 1, alpha))) break;
     }
@@ -586,20 +647,8 @@
   }
 
   // =================================================================================================================
-  // 6. The page's entry points: load and translate (translator.py)
+  // 6. A translator (translator.py): load, check the sentence, decode
   // =================================================================================================================
-
-  const state = { model: null, tokenizer: null, params: null };
-
-  async function load(weights) {
-    const t0 = performance.now();
-    if (!weights || weights.format !== "transformer_nb-web-1") throw new Error("not a transformer_nb weights object");
-    const params = (state.params = readParameters(weights));
-    state.tokenizer = new Tokenizer(weights.tokenizer);
-    state.model = new EncoderDecoder(weights.config, params);
-    if (state.tokenizer.vocab.length > weights.config.tgt_vocab) throw new Error("the tokenizer is larger than the model");
-    return { ms: performance.now() - t0, dtype: weights.dtype, config: weights.config };
-  }
 
   // A control character, as translator.py's `_control`: ASCII 0-31 and DEL, and Unicode's C1 controls (0x80-0x9f).
   function isControl(ch) {
@@ -607,57 +656,131 @@
     return c < 32 || (c >= 127 && c < 160);
   }
 
-  // translate(): checks the sentence as translator.py does, then greedy decoding (beam 1) or beam search, by
-  // default the package's beam of 5 and alpha 1.2 (decoding.BEAM_SIZE, LENGTH_PENALTY); the output is at most
-  // (source length + 50) tokens, capped by the positional table.
-  async function translate(text, { beam = 5, lengthPenalty: alpha = 1.2 } = {}) {
-    const { model, tokenizer } = state;
-    if (model === null) throw new Error("call transformerNb.load(weights) first");
+  // The sentence as translator.py checks it, then its ids between <s> and </s>.
+  function sourceIds(tokenizer, text, limit) {
     if (typeof text !== "string") throw new TypeError("`text` must be a string");
-    if (!Number.isInteger(beam) || beam < 1) throw new Error(`\`beam\` must be a positive integer (1: greedy), got ${beam}`);
-    if (!(alpha >= 0 && alpha <= 10)) throw new Error(`\`lengthPenalty\` must be a number in [0, 10], got ${alpha}`);
     if (!text.replace(STRIP, "") || [...text].some((ch) => isControl(ch) && ch !== "\t" && ch !== "\n"))
       throw new Error(`the sentence (${JSON.stringify(text)}) is empty or holds control characters`);
     const src = tokenizer.encode(text, true, true);
     if (src.slice(1, -1).every((t) => t === tokenizer.unk || tokenizer.vocab[t] === SPACE))
       throw new Error(`the sentence (${JSON.stringify(text)}) holds no character the tokenizer knows`);
-    const limit = model.config.max_positions;
     if (src.length > limit)
       throw new Error(`the sentence is ${src.length} tokens long (with <s> and </s>), but this model reads at most ` +
                       `${limit} (its max_positions)`);
-    const maxLength = Math.min(src.length + 50, limit);
+    return src;
+  }
 
-    const t0 = performance.now();
-    let tokens, score = null, steps;                             // steps: decoder steps (beam: of k hypotheses each)
-    if (beam === 1) {
-      tokens = greedyDecode(model, src, maxLength, tokenizer.bos, tokenizer.eos);
-      steps = tokens.length - 1;
-    } else {
-      ({ tokens, score, steps } = beamSearch(model, src, maxLength, tokenizer.bos, tokenizer.eos, beam, alpha));
+  // createTranslator(weights): the model and tokenizer of a weights object, and `translate`. The decoding defaults
+  // (translator.py's beam of 5 and alpha 1.2; at most the source's length + 50 tokens) travel in the weights.
+  function createTranslator(weights) {
+    const started = performance.now();
+    if (!weights || typeof weights !== "object" || typeof weights.format !== "string")
+      throw new Error("not a transformer_nb weights object (written by transformer_nb.web.export_weights)");
+    if (weights.format !== FORMAT)
+      throw new Error(`these weights are in format ${weights.format}, this engine reads ${FORMAT}: export them ` +
+                      "again with this version's transformer_nb.web.export_weights");
+    const parameters = readParameters(weights), tokenizer = new Tokenizer(weights.tokenizer);
+    const model = new EncoderDecoder(weights.config, parameters), defaults = weights.decoding;
+    if (tokenizer.vocab.length > weights.config.tgt_vocab) throw new Error("the tokenizer is larger than the model");
+
+    // translate(): greedy decoding (beam 1) or beam search; the attention maps only when asked for (one more pass
+    // over the source and the output, as attention_maps makes).
+    function translate(text, { beam = defaults.beam_size, lengthPenalty: alpha = defaults.length_penalty,
+                               attention = false } = {}) {
+      if (!Number.isInteger(beam) || beam < 1) throw new Error(`\`beam\` must be a positive integer (1: greedy), got ${beam}`);
+      if (!(alpha >= 0 && alpha <= 10)) throw new Error(`\`lengthPenalty\` must be a number in [0, 10], got ${alpha}`);
+      const limit = model.config.max_positions, src = sourceIds(tokenizer, text, limit);
+      const maxLength = Math.min(src.length + defaults.extra_tokens, limit);
+      const t0 = performance.now();
+      let tokens, score = null, steps;                           // steps: decoder steps (beam: of k hypotheses each)
+      if (beam === 1) {
+        tokens = greedyDecode(model, src, maxLength, tokenizer.bos, tokenizer.eos);
+        steps = tokens.length - 1;
+      } else {
+        ({ tokens, score, steps } = beamSearch(model, src, maxLength, tokenizer.bos, tokenizer.eos, beam, alpha));
+      }
+      const t1 = performance.now();
+      const maps = attention ? attentionMaps(model, src, tokens.slice(0, -1)) : null;
+      return {
+        text: tokenizer.decode(tokens),
+        tokens,                                                  // <s> ... </s>, as greedy_decode / beam_search
+        score,                                                   // beam search: the length-normalized log-probability
+        srcTokens: src,
+        srcPieces: src.map((i) => tokenizer.vocab[i]),
+        tgtPieces: tokens.map((i) => tokenizer.vocab[i]),
+        attention: maps,                                         // decoder rows: the input tokens tokens[0..-2]
+        timing: { decodeMs: t1 - t0, attentionMs: performance.now() - t1, generated: tokens.length - 1, steps },
+      };
     }
-    const t1 = performance.now();
-    const attention = attentionMaps(model, src, tokens.slice(0, -1));
-    const t2 = performance.now();
-    return {
-      text: tokenizer.decode(tokens),
-      tokens,                                                    // <s> ... </s>, as greedy_decode / beam_search
-      score,                                                     // beam search: the length-normalized log-probability
-      srcTokens: src,
-      srcPieces: src.map((i) => tokenizer.vocab[i]),
-      tgtPieces: tokens.map((i) => tokenizer.vocab[i]),
-      attention,                                                 // decoder rows: the input tokens tokens[0..-2]
-      timing: { decodeMs: t1 - t0, attentionMs: t2 - t1, generated: tokens.length - 1, steps },
+
+    return { translate, tokenizer, model, parameters, dtype: weights.dtype, config: weights.config,
+             decoding: defaults, loadMs: performance.now() - started };
+  }
+
+  // =================================================================================================================
+  // 7. A translator in a Web Worker: the page stays responsive while it loads and translates
+  // =================================================================================================================
+
+  // The worker's side: answer {id, method, args} messages with {id, result} or {id, error}.
+  function serveWorker(scope) {
+    let translator = null;
+    scope.onmessage = ({ data: { id, method, args } }) => {
+      try {
+        if (method === "load") {
+          translator = createTranslator(args[0]);
+          const { dtype, config, decoding, loadMs } = translator;
+          scope.postMessage({ id, result: { dtype, config, decoding, loadMs } });
+        } else {
+          scope.postMessage({ id, result: translator.translate(...args) });
+        }
+      } catch (error) {
+        scope.postMessage({ id, error: error.message });
+      }
     };
   }
 
-  window.transformerNb = {
-    load,
-    translate,
-    get tokenizer() { return state.tokenizer; },
-    get model() { return state.model; },
-    get parameters() { return state.params; },                  // name -> Float32Array, as the model computes with
+  // startWorker(weights): a Promise of a translator running in a Web Worker, whose translate(text, options)
+  // returns a Promise. The worker runs this very file: its source is this function's own text, handed to the
+  // worker as a Blob URL, which a page opened from file:// may start (a worker script from a file:// URL it may not).
+  function startWorker(weights) {
+    const source = `"use strict";\n(${engine})().internals.serveWorker(self);\n`;
+    const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+    const worker = new Worker(url), pending = new Map();
+    let next = 0;
+    const fail = (message) => {
+      for (const { reject } of pending.values()) reject(new Error(message));
+      pending.clear();
+    };
+    worker.onmessage = ({ data }) => {
+      const call = pending.get(data.id);
+      pending.delete(data.id);
+      if (data.error !== undefined) call.reject(new Error(data.error));
+      else call.resolve(data.result);
+    };
+    worker.onerror = (event) => fail(`the translator's worker failed: ${event.message || "it could not start"}`);
+    const call = (method, ...args) => new Promise((resolve, reject) => {
+      const id = next++;
+      pending.set(id, { resolve, reject });
+      worker.postMessage({ id, method, args });
+    });
+    return call("load", weights).then((info) => {
+      URL.revokeObjectURL(url);
+      return { ...info, translate: (text, options) => call("translate", text, options),
+               terminate: () => { worker.terminate(); fail("the worker was terminated"); } };
+    }, (error) => {
+      URL.revokeObjectURL(url);
+      worker.terminate();
+      throw error;
+    });
+  }
+
+  return {
+    FORMAT,
+    createTranslator,
+    startWorker,
+    readWeightsScript,
     // the pieces, for tests and for the appendix's readers
-    internals: { preTokenize, detokenize, Tokenizer, sinusoidalEncoding, greedyDecode, beamSearch, attentionMaps,
-                 lengthPenalty, initCache, nextLogProbs, WORD, IS_SPACE },
+    internals: { preTokenize, detokenize, Tokenizer, EncoderDecoder, sinusoidalEncoding, greedyDecode, beamSearch,
+                 attentionMaps, lengthPenalty, initCache, nextLogProbs, serveWorker, WORD, IS_SPACE },
   };
-})();
+});

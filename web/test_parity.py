@@ -21,6 +21,7 @@ import functools
 import http.server
 import os
 from pathlib import Path
+import re
 import sys
 import threading
 import unicodedata
@@ -28,7 +29,7 @@ import unicodedata
 import numpy as np
 import pytest
 import torch
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from transformer_nb.web import DTYPES, dequantized_model, export_weights
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, torch_maps
@@ -144,7 +145,7 @@ def test_weights_are_the_dequantized_ones(page, references):
     "Every tensor the browser holds equals, bit for bit, the same tensor of `dequantized_model` (checksums)."
     js = page.js("""() => {
         const out = {};
-        for (const [name, values] of transformerNb.parameters) {      // weighted sum of the float32 bit patterns
+        for (const [name, values] of translator.parameters) {      // weighted sum of the float32 bit patterns
             const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
             let sum = 0;
             for (let i = 0; i < bits.length; i++) sum = (sum + Math.imul(bits[i], (i % 65521) + 1)) >>> 0;
@@ -175,11 +176,11 @@ def all_multi30k_sentences() -> list[str]:
 def test_tokenizer_on_every_sentence(page, model_and_tokenizer):
     tokenizer = model_and_tokenizer[1]
     texts = all_multi30k_sentences()
-    js_ids = page.js("(texts) => texts.map((t) => transformerNb.tokenizer.encode(t, true, true))", texts)
+    js_ids = page.js("(texts) => texts.map((t) => translator.tokenizer.encode(t, true, true))", texts)
     py_ids = [tokenizer.encode(t, True, True) for t in texts]
     mismatched = [t for t, a, b in zip(texts, js_ids, py_ids) if a != b]
     assert not mismatched, f"{len(mismatched)} of {len(texts)} differ, first: {mismatched[0]!r}"
-    js_text = page.js("(ids) => ids.map((x) => transformerNb.tokenizer.decode(x))", py_ids)
+    js_text = page.js("(ids) => ids.map((x) => translator.tokenizer.decode(x))", py_ids)
     assert js_text == [tokenizer.decode(x) for x in py_ids]
 
 
@@ -189,7 +190,7 @@ def test_decode_skips_and_stops(page, model_and_tokenizer):
     rng = np.random.default_rng(0)
     lists = [rng.integers(0, len(tokenizer), rng.integers(0, 30)).tolist() for _ in range(300)]
     lists += [[5, 0, 6, 1, 7], [2, 9], [], [0, 0], [tokenizer.unk, 10]]
-    js = page.js("(ids) => ids.map((x) => transformerNb.tokenizer.decode(x))", lists)
+    js = page.js("(ids) => ids.map((x) => translator.tokenizer.decode(x))", lists)
     assert js == [tokenizer.decode(x) for x in lists]
 
 
@@ -204,7 +205,7 @@ def test_pre_tokenize_edge_cases(page, model_and_tokenizer):
     from transformer_nb.tokenizer import pre_tokenize
     tokenizer = model_and_tokenizer[1]
     js = page.js("(texts) => texts.map((t) => [transformerNb.internals.preTokenize(t), "
-                 "transformerNb.tokenizer.encode(t, true, true)])", EDGE_CASES)
+                 "translator.tokenizer.encode(t, true, true)])", EDGE_CASES)
     assert js == [[pre_tokenize(t), tokenizer.encode(t, True, True)] for t in EDGE_CASES]
 
 
@@ -240,7 +241,7 @@ def test_character_classes_on_every_code_point(page):
 # ---------------------------------------------------------------------------------------------------------------
 def js_translate(page, sentences, beam, alpha):
     return page.js("async ([texts, beam, alpha]) => { const out = [];"
-                   " for (const t of texts) out.push(await transformerNb.translate(t, {beam, lengthPenalty: alpha}));"
+                   " for (const t of texts) out.push(await translator.translate(t, {beam, lengthPenalty: alpha, attention: true}));"
                    " return out; }", [sentences, beam, alpha])
 
 
@@ -299,7 +300,7 @@ def test_translate_refuses_what_python_refuses(page, references):
             python_ok = True
         except ValueError:
             python_ok = False
-        js_ok = page.js("(t) => transformerNb.translate(t).then(() => true, () => false)", text)
+        js_ok = page.js("(t) => { try { translator.translate(t); return true; } catch (e) { return false; } }", text)
         assert (python_ok, js_ok) == (text in ACCEPTED, text in ACCEPTED), repr(text[:20])
 
 
@@ -336,6 +337,36 @@ def test_the_page_opened_from_a_file_translates_the_same(browser, references, dt
         assert result["tokens"] == reference.greedy(sentence), sentence
     for sentence, result in zip(sentences[:2], js_translate(page, sentences[:2], 5, 1.2)):
         assert result["tokens"] == reference.beam(sentence, 5, 1.2)[0], sentence
+    assert page.errors == []
+    page.page.close()
+
+
+LONG_SENTENCE = "Fünf Leute in Winterjacken und mit Helmen stehen im Schnee mit Schneemobilen im Hintergrund."
+
+
+@pytest.mark.parametrize("mode", ["http", "file"])
+def test_the_demo_translates_in_a_worker_without_holding_the_page(browser, http_root, references, mode):
+    """demo.html (the demo of appendix 14) translates in a Web Worker, from a web server and from file://: during a
+    beam-5 translation and the drawing of its maps, no task on the page's main thread lasts longer than 50 ms (a
+    long-task observer), while the translation itself takes longer than that; the text is PyTorch's."""
+    page = Page(browser.new_page(), "int8")
+    page.page.goto(f"{http_root if mode == 'http' else HERE.as_uri() + '/'}demo.html")
+    page.page.get_by_role("button", name="Load the model").click()
+    page.page.wait_for_function("document.querySelectorAll('.tnb-map').length > 0", timeout=60_000)
+    page.js("""() => { window.longTasks = [];
+        new PerformanceObserver((list) => { for (const e of list.getEntries()) window.longTasks.push(e.duration); })
+            .observe({ type: "longtask" }); }""")
+    page.page.locator("textarea").fill(LONG_SENTENCE)
+    page.page.get_by_role("button", name="Translate").click()
+    page.page.wait_for_function("document.querySelector('.tnb-demo-output').textContent !== '…'", timeout=60_000)
+    heads = page.js("() => window.transformerNbWeights.config.h")
+    expect(page.page.locator("table.tnb-map")).to_have_count(heads)        # every map drawn
+    status = page.page.locator(".tnb-demo-status").inner_text()
+    assert "(in a Web Worker)" in status, status
+    assert float(re.search(r"tokens in (\d+) ms", status)[1]) > 100, status   # long enough to have held the page
+    assert page.js("() => window.longTasks") == [], "a task on the page's main thread took more than 50 ms"
+    tokens = references["int8"].beam(LONG_SENTENCE, 5, 1.2)[0]
+    assert page.page.locator(".tnb-demo-output").inner_text() == references["int8"].tokenizer.decode(tokens)
     assert page.errors == []
     page.page.close()
 

@@ -1,8 +1,9 @@
 // demo.js: the page of appendix 14 (and web/demo.html): type German, read English, look at every attention map.
 //
-// It fills <div id="tnb-demo"> with the controls and draws with engine.js (window.transformerNb). The weights are
-// loaded only when the reader presses the button, by a <script> tag (a page opened from file:// may run a script
-// but not fetch a file): `data-weights` on the div names the file, else weights-int8.js beside this script.
+// It fills <div id="tnb-demo"> with the controls and translates with engine.js (window.transformerNb) in a Web
+// Worker, so the page stays responsive while the model works. The weights are loaded only when the reader presses
+// the button, by a <script> tag (a page opened from file:// may run a script but not fetch a file): `data-weights`
+// on the div names the file, else weights-int8.js beside this script.
 (function () {
   "use strict";
 
@@ -61,6 +62,7 @@
     maps,
   );
 
+  let translator = null;                               // engine.js's translator, in a worker where one can start
   let last = null;                                     // the latest translation, with its maps
 
   // One map: a table, a row per query token and a column per key token; darker is more weight.
@@ -83,15 +85,24 @@
     return table;
   }
 
-  function showMaps() {
+  let drawing = 0;                                     // which request to draw is the latest; an older one stops
+
+  // The maps of the chosen kind, layer and head(s), one map per task, so that no drawing holds the page for long.
+  async function showMaps() {
     if (!last) return;
+    const mine = ++drawing;
     const piece = (p) => (p === SPACE ? "▁" : p.replace(SPACE, ""));
     const src = last.srcPieces.map(piece), tgt = last.tgtPieces.slice(0, -1).map(piece);   // decoder input
     const k = kind.value, rows = k === "encoder" ? src : tgt, cols = k === "decoder_self" ? tgt : src;
     const heads = last.attention[k][+layer.value];
     const shown = head.value === "all" ? heads.map((w, h) => [w, h]) : [[heads[+head.value], +head.value]];
-    maps.replaceChildren(...shown.map(([w, h]) => heatMap(w, rows, cols, `layer ${+layer.value + 1}, head ${h}`)));
+    maps.replaceChildren();
     cell.textContent = "Point at a cell (or tap it) to read its weight.";
+    for (const [w, h] of shown) {
+      maps.append(heatMap(w, rows, cols, `layer ${+layer.value + 1}, head ${h}`));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      if (mine !== drawing) return;
+    }
   }
 
   async function translate() {
@@ -99,10 +110,11 @@
     output.textContent = "…";
     await new Promise((resolve) => setTimeout(resolve, 0));   // let the page draw before the work starts
     try {
-      last = await window.transformerNb.translate(input.value, { beam: +beam.value, lengthPenalty: +alpha.value });
+      last = await translator.translate(input.value, { beam: +beam.value, lengthPenalty: +alpha.value,
+                                                         attention: true });
       output.textContent = last.text;
       status.textContent = `${last.timing.generated} tokens in ${last.timing.decodeMs.toFixed(0)} ms, ` +
-        `the attention maps in ${last.timing.attentionMs.toFixed(0)} ms.`;
+        `the attention maps in ${last.timing.attentionMs.toFixed(0)} ms (${translator.where}).`;
       showMaps();
     } catch (error) {
       last = null;
@@ -110,6 +122,16 @@
       maps.replaceChildren();
     } finally {
       go.disabled = false;
+    }
+  }
+
+  // The translator in a Web Worker; where none can start (a browser without workers), in the page itself.
+  async function startTranslator(weights) {
+    try {
+      return { ...(await window.transformerNb.startWorker(weights)), where: "in a Web Worker" };
+    } catch {                                          // bad weights throw again here, with their message
+      const inPage = window.transformerNb.createTranslator(weights);
+      return { ...inPage, translate: async (text, options) => inPage.translate(text, options), where: "in the page" };
     }
   }
 
@@ -121,8 +143,9 @@
       try {
         const weights = window.transformerNbWeights;
         const megabytes = (weights.data.length * 3) / 4 / 1e6;
-        const info = await window.transformerNb.load(weights);
-        status.textContent = `Loaded: ${info.dtype} weights, ${megabytes.toFixed(1)} MB of weights, ready in ${info.ms.toFixed(0)} ms.`;
+        const info = (translator = await startTranslator(weights));
+        status.textContent = `Loaded: ${info.dtype} weights, ${megabytes.toFixed(1)} MB of weights, ready in ` +
+                             `${info.loadMs.toFixed(0)} ms, ${info.where}.`;
         layer.replaceChildren(...options(Array.from({ length: info.config.N }, (_, i) => [i, String(i + 1)])));
         head.replaceChildren(...options([["all", "all"], ...Array.from({ length: info.config.h }, (_, i) => [i, String(i)])]));
         start.hidden = true;
