@@ -963,6 +963,54 @@ def test_a_tampered_run_is_refused_in_one_line_before_training(tmp_path, copy_ru
     assert (tmp_path / "run.pt").read_bytes() == before
 
 
+REFUSED_WHILE_LOADING = [                        # found only once loading has begun (it used to change the model first)
+    ("optimizer moment missing", _put("optimizer", "state", 3, "exp_avg_sq", _put), {}, "parameter 3's state has no exp_avg_sq"),
+    ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), {}, "['base_lrs'] is not a list of 1"),
+    ("rng state of the wrong size", _put("rng_state", torch.zeros(3, dtype=torch.uint8)), {"restore_rng": True},
+     "a malformed random-number state"),
+    ("train_state negative", _put("train_state", "accum_step", -1), {}, "a malformed train_state"),
+]
+
+
+def _same(a, b) -> bool:
+    "Equal nested states: tensors by value, the rest by ==."
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
+
+
+@pytest.mark.parametrize("change, options, message", [c[1:] for c in REFUSED_WHILE_LOADING],
+                         ids=[c[0] for c in REFUSED_WHILE_LOADING])
+def test_a_refused_checkpoint_leaves_what_it_was_loaded_into_unchanged(tmp_path, copy_run, change, options, message):
+    """load_checkpoint changes nothing until every part of the file has passed: after a refusal, the model's weights,
+    the optimizer's and the scheduler's states and the random state are those from before the call (a fresh run's:
+    an optimizer that has not stepped is what the late checks compare against)."""
+    import copy
+    from transformer_nb.checkpoint import CheckpointError
+    from transformer_nb.model import ModelConfig
+    from transformer_nb.resume import load_checkpoint
+    from transformer_nb.schedule import noam_optimizer
+    torch.manual_seed(1)
+    model = make_model(ModelConfig(**copy_run["config"]))
+    optimizer, scheduler = noam_optimizer(model)
+    before = copy.deepcopy([model.state_dict(), optimizer.state_dict(), scheduler.state_dict(), torch.get_rng_state()])
+    ckpt = copy.deepcopy(copy_run)
+    change(ckpt)
+    torch.save(ckpt, tmp_path / "run.pt")
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        load_checkpoint(tmp_path / "run.pt", model, optimizer, scheduler, **options)
+    after = [model.state_dict(), optimizer.state_dict(), scheduler.state_dict(), torch.get_rng_state()]
+    for what, old, new in zip(["model", "optimizer", "scheduler", "random state"], before, after):
+        assert _same(old, new), f"the refused file changed the {what}"
+    torch.save(copy_run, tmp_path / "good.pt")                         # the untampered file does change them
+    load_checkpoint(tmp_path / "good.pt", model, optimizer, scheduler)
+    assert _same(model.state_dict(), copy_run["model"]) and not _same(model.state_dict(), before[0])
+
+
 def test_the_untampered_run_resumes(tmp_path, copy_run):
     from transformer_nb.copy_task import CopyConfig, train_copy
     torch.save(copy_run, tmp_path / "run.pt")

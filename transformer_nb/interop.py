@@ -79,27 +79,25 @@ def _ffn_from_torch(layer) -> PositionwiseFeedForward:
     return ffn
 
 
+def _layer_from_torch(layer, Layer, *attentions):
+    """One of our layers (`Layer`: `EncoderLayer` or `DecoderLayer`) with the weights of the PyTorch `layer`: its
+    `attentions` converted, its feed-forward weights, and its norms `norm1`, `norm2`, ... one per sublayer."""
+    _check_relu(layer)
+    ours = Layer(layer.self_attn.embed_dim, *(attention_from_torch(a) for a in attentions), _ffn_from_torch(layer),
+                 layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
+    for i, sublayer in enumerate(ours.sublayer):
+        _copy_norm(sublayer.norm, getattr(layer, f"norm{i + 1}"))
+    return ours
+
+
 def encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
     "An `EncoderLayer` with the weights of a PyTorch encoder layer (post-norm or `norm_first`)."
-    _check_relu(layer)
-    d_model = layer.self_attn.embed_dim
-    ours = EncoderLayer(d_model, attention_from_torch(layer.self_attn), _ffn_from_torch(layer),
-                        layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
-    for i, norm in enumerate((layer.norm1, layer.norm2)):
-        _copy_norm(ours.sublayer[i].norm, norm)
-    return ours
+    return _layer_from_torch(layer, EncoderLayer, layer.self_attn)
 
 
 def decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
     "A `DecoderLayer` with the weights of a PyTorch decoder layer (post-norm or `norm_first`)."
-    _check_relu(layer)
-    d_model = layer.self_attn.embed_dim
-    ours = DecoderLayer(d_model, attention_from_torch(layer.self_attn),
-                        attention_from_torch(layer.multihead_attn), _ffn_from_torch(layer),
-                        layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
-    for i, norm in enumerate((layer.norm1, layer.norm2, layer.norm3)):
-        _copy_norm(ours.sublayer[i].norm, norm)
-    return ours
+    return _layer_from_torch(layer, DecoderLayer, layer.self_attn, layer.multihead_attn)
 
 
 def _our_bias(ours) -> bool:
@@ -107,40 +105,29 @@ def _our_bias(ours) -> bool:
 
 
 @torch.no_grad()
-def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
-    "A `nn.TransformerEncoderLayer(batch_first=True)` with this layer's weights."
+def _layer_to_torch(ours, Layer):
+    """A PyTorch `Layer` (`nn.TransformerEncoderLayer` or `nn.TransformerDecoderLayer`, batch first) with the weights
+    of `ours`: its self-attention, its feed-forward weights and its norms (a decoder's cross-attention comes after)."""
     ffn = ours.feed_forward
-    theirs = nn.TransformerEncoderLayer(
-        ours.size,
-        ours.self_attn.h,
-        ffn.w_1.out_features,
-        ours.sublayer[0].dropout.p,
-        batch_first=True,
-        norm_first=ours.pre_norm,
-        bias=_our_bias(ours),
-    ).to(ffn.w_1.weight)
+    theirs = Layer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p, batch_first=True,
+                   norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
     theirs.self_attn = attention_to_torch(ours.self_attn)
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
-    theirs.norm1, theirs.norm2 = (_torch_norm(s.norm) for s in ours.sublayer)
+    for i, sublayer in enumerate(ours.sublayer):
+        setattr(theirs, f"norm{i + 1}", _torch_norm(sublayer.norm))
     return theirs
+
+
+def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
+    "A `nn.TransformerEncoderLayer(batch_first=True)` with this layer's weights."
+    return _layer_to_torch(ours, nn.TransformerEncoderLayer)
 
 
 @torch.no_grad()
 def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     "A `nn.TransformerDecoderLayer(batch_first=True)` with this layer's weights."
-    ffn = ours.feed_forward
-    theirs = nn.TransformerDecoderLayer(
-        ours.size,
-        ours.self_attn.h,
-        ffn.w_1.out_features,
-        ours.sublayer[0].dropout.p,
-        batch_first=True,
-        norm_first=ours.pre_norm,
-        bias=_our_bias(ours),
-    ).to(ffn.w_1.weight)
-    theirs.self_attn, theirs.multihead_attn = attention_to_torch(ours.self_attn), attention_to_torch(ours.src_attn)
-    theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
-    theirs.norm1, theirs.norm2, theirs.norm3 = (_torch_norm(s.norm) for s in ours.sublayer)
+    theirs = _layer_to_torch(ours, nn.TransformerDecoderLayer)
+    theirs.multihead_attn = attention_to_torch(ours.src_attn)
     return theirs
 
 # %% ../nbs/08_interop.ipynb #abba73b7

@@ -25,7 +25,8 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
                     restore_rng: bool = False, resume: bool = False) -> tuple[TrainState, dict]:
     """Load weights into `model`, and state into `optimizer`/`scheduler` when given.
     Returns the saved `TrainState` and the `extra` data saved with it. `resume`: the file must hold a whole run
-    (as `train(save=...)` writes it): the optimizer's and scheduler's states when those are given, and a history."""
+    (as `train(save=...)` writes it): the optimizer's and scheduler's states when those are given, and a history.
+    A file refused for any reason leaves the model, the optimizer, the scheduler and the random state as they were."""
     ckpt = read_checkpoint(path, map_location)
     if optimizer is not None and ckpt.get("optimizer") is not None and ckpt["format"] != CHECKPOINT_FORMAT:
         raise CheckpointError(path, f"its format is {ckpt['format']!r}, from before W^Q, W^K and W^V were stacked: "
@@ -38,26 +39,40 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
         diff = ", ".join(f"{k}={ckpt['config'].get(k)!r}" for k in sorted(set(mine) | set(ckpt["config"]))
                          if mine.get(k) != ckpt["config"].get(k))
         raise CheckpointError(path, f"a model built with {diff}, which this model is not", ours=True)
-    model.load_state_dict(ckpt["model"])
-    for name, target in (("optimizer", optimizer), ("scheduler", scheduler)):
-        if target is not None and ckpt.get(name) is not None:
-            where = _mismatch(ckpt[name], target.state_dict())              # a state made for another run, or edited
-            if where is None:
-                try:
-                    target.load_state_dict(ckpt[name])
-                    where = _optimizer_state_mismatch(target) if name == "optimizer" else None
-                except (KeyError, ValueError, TypeError, RuntimeError) as e:
-                    where = f"{type(e).__name__}: {e}"
-            if where is not None:
-                raise CheckpointError(path, f"its {name} state does not fit this run ({where})"[:200], ours=True)
-    if restore_rng:
-        state = ckpt.get("rng_state")
-        if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8):
-            raise CheckpointError(path, "it holds no random-number state to resume from", ours=True)
-        try:
-            _restore_rng(ckpt)
-        except RuntimeError as e:                                          # a state of the wrong size
-            raise CheckpointError(path, f"a malformed random-number state ({str(e)[:80]})") from None
+    _check_weights(path, model, ckpt["model"])
+    state = _train_state(path, ckpt)
+    if restore_rng and not (isinstance(ckpt.get("rng_state"), torch.Tensor) and ckpt["rng_state"].dtype == torch.uint8):
+        raise CheckpointError(path, "it holds no random-number state to resume from", ours=True)
+    undo = [(t, t.state_dict()) for t in (optimizer, scheduler) if t is not None]   # references to the old state
+    try:                                                                  # loading is where the last checks happen
+        for name, target in (("optimizer", optimizer), ("scheduler", scheduler)):
+            if target is not None and ckpt.get(name) is not None:
+                _load_state(path, name, target, ckpt[name])
+        if restore_rng:
+            _restore_rng(path, ckpt)
+    except BaseException:
+        for target, saved in undo:
+            target.load_state_dict(saved)
+        raise
+    model.load_state_dict(ckpt["model"])                                  # keys and shapes checked: cannot fail
+    return state, ckpt.get("extra") or {}
+
+
+def _check_weights(path, model, weights: dict):
+    "Refuse weights whose names or shapes are not `model`'s, before anything is loaded (a model without a config)."
+    mine = model.state_dict()
+    if set(mine) != set(weights):
+        diff = sorted(set(mine) ^ set(weights))
+        raise CheckpointError(path, f"weights that are not this model's ({len(diff)} names differ, e.g. {diff[0]})",
+                              ours=True)
+    bad = next((k for k, t in mine.items() if tuple(t.shape) != tuple(weights[k].shape)), None)
+    if bad is not None:
+        raise CheckpointError(path, f"{bad} of shape {tuple(weights[bad].shape)}, where this model's is "
+                              f"{tuple(mine[bad].shape)}", ours=True)
+
+
+def _train_state(path, ckpt) -> TrainState:
+    "The saved `TrainState`, refused in one line when malformed."
     try:
         state = TrainState(**ckpt["train_state"]) if ckpt.get("train_state") else TrainState()
     except TypeError as e:
@@ -65,7 +80,20 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
     counts = {k: v for k, v in vars(state).items() if k != "history"}    # steps, samples, tokens
     if not all(type(v) is int and v >= 0 for v in counts.values()) or not isinstance(state.history, list):
         raise CheckpointError(path, f"a malformed train_state ({counts!r:.80})")
-    return state, ckpt.get("extra") or {}
+    return state
+
+
+def _load_state(path, name: str, target, saved):
+    "Load an optimizer's or a scheduler's saved state into `target`, refused in one line when it does not fit."
+    where = _mismatch(saved, target.state_dict())                         # a state made for another run, or edited
+    if where is None:
+        try:
+            target.load_state_dict(saved)
+            where = _optimizer_state_mismatch(target) if name == "optimizer" else None
+        except (KeyError, ValueError, TypeError, RuntimeError) as e:
+            where = f"{type(e).__name__}: {e}"
+    if where is not None:
+        raise CheckpointError(path, f"its {name} state does not fit this run ({where})"[:200], ours=True)
 
 
 def _check_run(path, ckpt, optimizer, scheduler):
@@ -157,9 +185,12 @@ def _stepped_state(optimizer, group: dict, shape):
     return dict(twin.state[probe])
 
 
-def _restore_rng(ckpt):
+def _restore_rng(path, ckpt):
     "The random states saved with the checkpoint; they live on the CPU whatever `map_location` moved the rest to."
-    torch.set_rng_state(ckpt["rng_state"].cpu())
+    try:
+        torch.set_rng_state(ckpt["rng_state"].cpu())
+    except RuntimeError as e:                                              # a state of the wrong size
+        raise CheckpointError(path, f"a malformed random-number state ({str(e)[:80]})") from None
     cuda = ckpt.get("cuda_rng_state")
     if cuda and torch.cuda.is_available():
         for i, state in enumerate(cuda[:torch.cuda.device_count()]):
