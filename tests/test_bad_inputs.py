@@ -942,6 +942,8 @@ TAMPERED = [
     ("history without seconds", _put("extra", "history", 0, "seconds", _put), "has no number for 'seconds'"),
     ("history accuracy a string", _put("extra", "history", 0, "accuracy", "x"), "has no number for 'accuracy'"),
     ("train_state ahead of history", _put("train_state", "accum_step", 999), "and its train_state (step 999) disagree"),
+    ("train_state missing", _put("train_state", _put), "a malformed train_state: no step to resume from (accum_step None)"),
+    ("optimizer lr too large for a float", _put("optimizer", "param_groups", 0, "lr", 10**400), "['lr'] is 1000000"),
     ("recipe d_model not the model's", _put("extra", "config", "d_model", 64), "its model is not the one its recipe builds: d_model=32 (its recipe: 64)"),
     ("recipe vocab not the model's", _put("extra", "config", "vocab", 20), "src_vocab=11 (its recipe: 20)"),
     ("model padding_idx changed", _put("config", "padding_idx", 5), "padding_idx=5 (its recipe: 0)"),
@@ -963,12 +965,14 @@ def test_a_tampered_run_is_refused_in_one_line_before_training(tmp_path, copy_ru
     assert (tmp_path / "run.pt").read_bytes() == before
 
 
-REFUSED_WHILE_LOADING = [                        # found only once loading has begun (it used to change the model first)
+REFUSED_WHILE_LOADING = [                        # refusals that used to come after the model was already loaded
     ("optimizer moment missing", _put("optimizer", "state", 3, "exp_avg_sq", _put), {}, "parameter 3's state has no exp_avg_sq"),
     ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), {}, "['base_lrs'] is not a list of 1"),
     ("rng state of the wrong size", _put("rng_state", torch.zeros(3, dtype=torch.uint8)), {"restore_rng": True},
      "a malformed random-number state"),
     ("train_state negative", _put("train_state", "accum_step", -1), {}, "a malformed train_state"),
+    ("GPU random state not bytes", _put("cuda_rng_state", [torch.zeros(16, dtype=torch.uint8), "x"]),
+     {"restore_rng": True}, "a malformed random-number state for the GPUs (cuda_rng_state)"),
 ]
 
 
@@ -987,8 +991,8 @@ def _same(a, b) -> bool:
                          ids=[c[0] for c in REFUSED_WHILE_LOADING])
 def test_a_refused_checkpoint_leaves_what_it_was_loaded_into_unchanged(tmp_path, copy_run, change, options, message):
     """load_checkpoint changes nothing until every part of the file has passed: after a refusal, the model's weights,
-    the optimizer's and the scheduler's states and the random state are those from before the call (a fresh run's:
-    an optimizer that has not stepped is what the late checks compare against)."""
+    the optimizer's and the scheduler's states and the CPU's random state are those from before the call (a fresh
+    run's: an optimizer that has not stepped is what the late checks compare against)."""
     import copy
     from transformer_nb.checkpoint import CheckpointError
     from transformer_nb.model import ModelConfig

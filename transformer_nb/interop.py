@@ -104,10 +104,16 @@ def _our_bias(ours) -> bool:
     return ours.sublayer[0].norm.bias is not None
 
 
+_SUBLAYERS = {nn.TransformerEncoderLayer: 2, nn.TransformerDecoderLayer: 3}   # [cross-attention,] one norm each
+
+
 @torch.no_grad()
 def _layer_to_torch(ours, Layer):
     """A PyTorch `Layer` (`nn.TransformerEncoderLayer` or `nn.TransformerDecoderLayer`, batch first) with the weights
     of `ours`: its self-attention, its feed-forward weights and its norms (a decoder's cross-attention comes after)."""
+    if len(ours.sublayer) != _SUBLAYERS[Layer]:                        # an EncoderLayer given for a decoder, say
+        raise TypeError(f"`ours` ({type(ours).__name__}) has {len(ours.sublayer)} sublayers; "
+                        f"a {Layer.__name__} has {_SUBLAYERS[Layer]}")
     ffn = ours.feed_forward
     theirs = Layer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p, batch_first=True,
                    norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
@@ -123,7 +129,6 @@ def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
     return _layer_to_torch(ours, nn.TransformerEncoderLayer)
 
 
-@torch.no_grad()
 def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     "A `nn.TransformerDecoderLayer(batch_first=True)` with this layer's weights."
     theirs = _layer_to_torch(ours, nn.TransformerDecoderLayer)

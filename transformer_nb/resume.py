@@ -41,20 +41,22 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
         raise CheckpointError(path, f"a model built with {diff}, which this model is not", ours=True)
     _check_weights(path, model, ckpt["model"])
     state = _train_state(path, ckpt)
-    if restore_rng and not (isinstance(ckpt.get("rng_state"), torch.Tensor) and ckpt["rng_state"].dtype == torch.uint8):
-        raise CheckpointError(path, "it holds no random-number state to resume from", ours=True)
+    if restore_rng:
+        _check_rng(path, ckpt)
     undo = [(t, t.state_dict()) for t in (optimizer, scheduler) if t is not None]   # references to the old state
+    rng = _rng_states()
     try:                                                                  # loading is where the last checks happen
         for name, target in (("optimizer", optimizer), ("scheduler", scheduler)):
             if target is not None and ckpt.get(name) is not None:
                 _load_state(path, name, target, ckpt[name])
         if restore_rng:
             _restore_rng(path, ckpt)
+        model.load_state_dict(ckpt["model"])                              # names and shapes checked: the last step
     except BaseException:
         for target, saved in undo:
             target.load_state_dict(saved)
+        _set_rng_states(rng)
         raise
-    model.load_state_dict(ckpt["model"])                                  # keys and shapes checked: cannot fail
     return state, ckpt.get("extra") or {}
 
 
@@ -115,7 +117,8 @@ def _check_run(path, ckpt, optimizer, scheduler):
                                   ours=True)
     steps = ckpt.get("train_state").get("accum_step") if isinstance(ckpt.get("train_state"), dict) else None
     if type(steps) is not int:
-        return                                                            # malformed: named when it is read
+        raise CheckpointError(path, f"a malformed train_state: no step to resume from (accum_step {steps!r:.30})",
+                              ours=True)
     if not history or history[-1]["step"] != steps:
         raise CheckpointError(path, f"its history ({len(history)} epochs, to step "
                               f"{history[-1]['step'] if history else 0}) and its train_state (step {steps!r}) "
@@ -144,9 +147,16 @@ def _mismatch(saved, fresh, where: str = "the state"):
         good = saved is None or isinstance(saved, bool)
     elif isinstance(fresh, str):
         good = isinstance(saved, str)
-    else:                                                                 # a number
-        good = is_number(saved) and math.isfinite(saved)
+    else:                                                                 # a number that fits a float
+        good = is_number(saved) and _finite(saved)
     return None if good else f"{where} is {saved!r:.30}"
+
+
+def _finite(x) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:                                                 # an int too large for a float
+        return False
 
 
 def _optimizer_state_mismatch(optimizer):
@@ -185,13 +195,35 @@ def _stepped_state(optimizer, group: dict, shape):
     return dict(twin.state[probe])
 
 
+def _check_rng(path, ckpt):
+    "Refuse random states that are not byte tensors (the CPU's; the GPUs', a list of them, when saved)."
+    state, cuda = ckpt.get("rng_state"), ckpt.get("cuda_rng_state")
+    if not (isinstance(state, torch.Tensor) and state.dtype == torch.uint8):
+        raise CheckpointError(path, "it holds no random-number state to resume from", ours=True)
+    if cuda is not None and not (isinstance(cuda, (list, tuple)) and all(
+            isinstance(s, torch.Tensor) and s.dtype == torch.uint8 for s in cuda)):
+        raise CheckpointError(path, "a malformed random-number state for the GPUs (cuda_rng_state)", ours=True)
+
+
+def _rng_states():
+    "This process's random states: the CPU's, and the GPUs' where CUDA has started (to put back after a refusal)."
+    return torch.get_rng_state(), torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+
+
+def _set_rng_states(states):
+    cpu, cuda = states
+    torch.set_rng_state(cpu)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def _restore_rng(path, ckpt):
     "The random states saved with the checkpoint; they live on the CPU whatever `map_location` moved the rest to."
+    cuda = ckpt.get("cuda_rng_state") or []
     try:
         torch.set_rng_state(ckpt["rng_state"].cpu())
+        if torch.cuda.is_available():
+            for i, state in enumerate(cuda[:torch.cuda.device_count()]):
+                torch.cuda.set_rng_state(state.cpu(), i)
     except RuntimeError as e:                                              # a state of the wrong size
         raise CheckpointError(path, f"a malformed random-number state ({str(e)[:80]})") from None
-    cuda = ckpt.get("cuda_rng_state")
-    if cuda and torch.cuda.is_available():
-        for i, state in enumerate(cuda[:torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(state.cpu(), i)
