@@ -43,7 +43,7 @@ def worker(task: str, epochs: int):
     world = world_from_env()
     torch.manual_seed(0)
     model = make_model(**TASKS[task][0], padding_idx=0, tie_weights=task == "translation",
-                       share_embeddings=task == "translation")            # as chapter 09's recipe
+                       share_embeddings=task == "translation")            # as chapter 08's recipe
     data = (lambda e: epoch_batches(COPY, e)) if task == "copy" else translation_batches
     tokens = sum(b.ntokens for b in data(2))                          # every epoch has about as many
     times = []

@@ -1,9 +1,9 @@
 """One GPU, measured in one run: the base-size training step against nn.Transformer (eager and compiled, bfloat16 and
-TF32) as milliseconds, tokens per second and MFU; chapter 09's epoch; greedy and beam decoding at batch 1, 8 and 64;
+TF32) as milliseconds, tokens per second and MFU; chapter 08's epoch; greedy and beam decoding at batch 1, 8 and 64;
 host-device syncs.
 
     python bench/gpu.py                                   # on a CUDA machine; prints one line and exits 0 without one
-    python bench/gpu.py --data ../shared/data/multi30k    # and chapter 09's first epoch on Multi30k
+    python bench/gpu.py --data ../shared/data/multi30k    # and chapter 08's first epoch on Multi30k
     python bench/gpu.py --no-compile --peak 989e12        # skip torch.compile; the card's dense bf16 peak in FLOP/s
     python bench/gpu.py --device cpu --tiny --no-compile  # the whole script at toy sizes on a CPU (a test runs this)
     python bench/gpu.py --parts training --precisions bf16 # only the bfloat16 training step (compiling takes minutes)
@@ -174,8 +174,8 @@ def syncs(a, device):
 
 
 def translation_epoch(a, device):
-    "Chapter 09's recipe, its first epoch, as `transformer-nb translate` trains it."
-    print("\n## chapter 09's recipe, epoch 1")
+    "Chapter 08's recipe, its first epoch, as `transformer-nb translate` trains it."
+    print("\n## chapter 08's recipe, epoch 1")
     if a.data is None:
         print("not measured: give --data DIR (the Multi30k files)")
         return
@@ -199,7 +199,7 @@ def main():
     p.add_argument("--tiny", action="store_true", help="toy sizes, to check the script itself")
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile'd models")
     p.add_argument("--peak", type=float, default=None, help="the card's dense bf16 FLOP/s (default: by its name)")
-    p.add_argument("--data", default=None, help="Multi30k folder, for chapter 09's epoch")
+    p.add_argument("--data", default=None, help="Multi30k folder, for chapter 08's epoch")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=list(PARTS), help="what to measure")
     p.add_argument("--precisions", nargs="+", default=["bf16", "tf32"], choices=["bf16", "tf32"],

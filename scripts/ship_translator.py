@@ -1,12 +1,12 @@
-"""Write the German→English translator the package ships, `transformer_nb/pretrained/multi30k-de-en.pt`: chapter 09's
+"""Write the German→English translator the package ships, `transformer_nb/pretrained/multi30k-de-en.pt`: chapter 08's
 recipe trained on Multi30k, with its weights stored in float16 (9.5 MB instead of 19 MB), then print its test BLEU
-scored as chapter 09 scores it. Run it again whenever the recipe changes.
+scored as chapter 08 scores it. Run it again whenever the recipe changes.
 
     python scripts/ship_translator.py --data ../shared/data/multi30k              # trains the recipe (about 18 min on 2 cores)
     python scripts/ship_translator.py --data ../shared/data/multi30k --checkpoint run.pt   # ships a model already trained
 
 `--checkpoint` takes a translator trained with the recipe's defaults (`transformer-nb translate --save run.pt`, which
-trains exactly what chapter 09 trains: the same seeds give the same weights).
+trains exactly what chapter 08 trains: the same seeds give the same weights).
 """
 import argparse
 import copy

@@ -1,7 +1,7 @@
-"""Measure one change to chapter 09's translation recipe on the validation set: train `TranslationConfig()` with the
+"""Measure one change to chapter 08's translation recipe on the validation set: train `TranslationConfig()` with the
 given fields replaced, then score the 1,014 validation sentences with BLEU (beam 5 / alpha 1.2, and greedy) for the
 moving average the recipe keeps and for the last weights. The result is added to
-`scripts/results/translation_levers.json` under NAME, where chapter 09 reads it (the test set is never scored here).
+`scripts/results/translation_levers.json` under NAME, where chapter 08 reads it (the test set is never scored here).
 
     python scripts/translation_levers.py --data ../shared/data/multi30k dropout_0.2 dropout=0.2
     python scripts/translation_levers.py --data ../shared/data/multi30k deeper N=3 d_ff=512

@@ -74,15 +74,21 @@ def test_pages_load_no_math_or_icon_script():
 
 
 def test_sidebar_numbers_chapters_and_download_links():
-    "The sidebar numbers each chapter as its notebook is numbered, lists two appendices apart, and each chapter links its notebook."
+    """The sidebar lists the chapters, then the appendices, numbered in the order a reader meets them (00, 01, ... with
+    no gap), each as its notebook is numbered; each chapter links its notebook."""
     nbs = {p.name for p in (ROOT / "nbs").glob("[0-9][0-9]_*.ipynb")}
     html = (DOCS / "index.html").read_text(encoding="utf-8")
     nav = html[html.index('bd-docs-nav'):]
     for caption in ("Chapters", "Appendices", "Reference"):
         assert f'<span class="caption-text">{caption}</span>' in nav, caption
+    chapters = nav[nav.index(">Chapters<"):nav.index(">Appendices<")]
     appendices = nav[nav.index(">Appendices<"):nav.index(">Reference<")]
     assert "interop.html" in appendices and "cli.html" in appendices and "attention.html" not in appendices
+    assert "translation.html" in chapters and "own_task.html" in chapters and "fit.html" not in chapters
     assert re.search(r'href="attention.html">02 Attention</a>', nav)
+    numbers = [int(n) for n in re.findall(r'href="[a-z_]+\.html">(\d\d) ', chapters + appendices)]
+    assert numbers == list(range(len(nbs))), f"the sidebar's numbers, in its order: {numbers}"
+    assert [int(name[:2]) for name in sorted(nbs)] == list(range(len(nbs))), sorted(nbs)
     for page in CHAPTERS:
         links = [l for l in _parse(DOCS / page).links if l.endswith(".ipynb")]
         assert len(links) == 1 and Path(unquote(links[0])).name in nbs, f"{page}: notebook links {links}"

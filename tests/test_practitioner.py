@@ -1,6 +1,6 @@
 """The practitioner path never loses work: Ctrl-C during training, a kill during a save, progress bars that stay out of
-log files, and the package's main names. (The notebooks test the rest: chapter 05 bad checkpoints and exact resume,
-chapter 20 the command line's refusals.)"""
+log files, and the package's main names. (The notebooks test the rest: appendix 12 bad checkpoints and exact resume,
+appendix 15 the command line's refusals.)"""
 import errno
 import math
 import os

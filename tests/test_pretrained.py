@@ -1,4 +1,4 @@
-"""The translator the package ships (`load_pretrained`) is chapter 09's model: it reproduces the test BLEU that the
+"""The translator the package ships (`load_pretrained`) is chapter 08's model: it reproduces the test BLEU that the
 chapter's stored run prints, within 0.3, and stays within the size the repository allows."""
 import json
 import os
@@ -14,11 +14,11 @@ DATA = Path(os.environ.get("MULTI30K_DIR", ROOT.parent / "shared" / "data" / "mu
 
 
 def chapter_test_bleu() -> float:
-    "The recipe's test BLEU as chapter 09's stored output prints it (`beam 5, alpha 1.2 BLEU = 40.85 ...`)."
-    nb = json.loads((ROOT / "nbs" / "09_translation.ipynb").read_text())
+    "The recipe's test BLEU as chapter 08's stored output prints it (`beam 5, alpha 1.2 BLEU = 40.85 ...`)."
+    nb = json.loads((ROOT / "nbs" / "08_translation.ipynb").read_text())
     text = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
     found = re.findall(r"^beam 5, alpha 1\.2 +BLEU = (\d+\.\d+)", text, re.M)
-    assert len(found) == 1, f"chapter 09 prints the recipe's test BLEU once, found {found}"
+    assert len(found) == 1, f"chapter 08 prints the recipe's test BLEU once, found {found}"
     return float(found[0])
 
 

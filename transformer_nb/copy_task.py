@@ -149,7 +149,7 @@ def train_copy(config: CopyConfig | None = None, held_out=None, progress: bool |
     loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
     `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
-    (chapter 10); `compile`: `train`'s (appendix 12)."""
+    (chapter 09); `compile`: `train`'s (appendix 12)."""
     config = CopyConfig() if config is None else config
     if not isinstance(config, CopyConfig):
         raise TypeError(f"`config` must be a CopyConfig, got {type(config).__name__}")

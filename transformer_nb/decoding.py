@@ -150,7 +150,7 @@ class KVCache:
 # %% ../nbs/06_decoding.ipynb #3ae7658b
 # section 6.1 of the paper: "beam search with a beam size of 4 and length penalty alpha = 0.6"
 PAPER_BEAM_SIZE, PAPER_LENGTH_PENALTY = 4, 0.6
-# the defaults of beam_search, translate and the translation recipe: chapter 09's beam of 5, and the alpha it keeps
+# the defaults of beam_search, translate and the translation recipe: chapter 08's beam of 5, and the alpha it keeps
 # after comparing several on its validation set
 BEAM_SIZE, LENGTH_PENALTY = 5, 1.2
 

@@ -27,7 +27,7 @@ __all__ = ['SingleProcess', 'train']
 # %% ../nbs/12_fit.ipynb #e3d4fae2
 class SingleProcess:
     """How `train` works with the other processes training the same model, when there are none: every method is the
-    identity. Chapter 10's `World` implements the same methods for data-parallel training on several processes."""
+    identity. Chapter 09's `World` implements the same methods for data-parallel training on several processes."""
     rank, size, is_main = 0, 1, True
 
     def wrap(self, model):            # the module that runs forward and backward
@@ -64,7 +64,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
     - `save` replaces an existing file only with `resume` of that same file or
       `overwrite=True`, and a file that another program writes there during training is refused, not replaced.
-    - `world`: the processes training together (chapter 10's `World`); default one process, `SingleProcess()`.
+    - `world`: the processes training together (chapter 09's `World`); default one process, `SingleProcess()`.
     - `precision`: "fp32", "bf16" or "auto" (appendix 13); weights, gradients and optimizer stay
       float32.
     - Each epoch, its evaluation included, runs inside `attention_kernels()` (chapter 02): without cuDNN's attention.
