@@ -107,7 +107,7 @@ LAYERS = [
     ("a trained translator", ["translator", "web"]),
     ("the fit loop", ["fit"]),
     ("conversion", ["interop"]),
-    ("tasks", ["copy_task", "translation", "text"]),
+    ("tasks", ["copy_task", "translation", "text_task"]),
     ("processes", ["distributed"]),
     ("the command line", ["commands", "cli"]),
 ]

@@ -10,10 +10,10 @@ from .fit import train
 
 
 # %% auto #0
-__all__ = ['train_translator', 'exact_match']
+__all__ = ['train_text_task', 'exact_match']
 
 # %% ../nbs/10_own_task.ipynb #1ec6872d
-def train_translator(model, tokenizer, batches, epochs: int, **kwargs) -> list[dict]:
+def train_text_task(model, tokenizer, batches, epochs: int, **kwargs) -> list[dict]:
     """Appendix 12's `train` for a model that reads and writes text with `tokenizer`: its checkpoints (`save=`)
     carry the tokenizer, so `load_translator` reads them back and `resume=` continues them. Other arguments:
     `train`'s."""
@@ -22,7 +22,7 @@ def train_translator(model, tokenizer, batches, epochs: int, **kwargs) -> list[d
         raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, but `model` reads and writes {sorted(vocab)}: "
                          "build the model with the tokenizer's size")
     if "kind" in kwargs:
-        raise TypeError("train_translator() sets `kind` itself (its checkpoints are translators)")
+        raise TypeError("train_text_task() sets `kind` itself (its checkpoints are translators)")
     extra = {**(kwargs.pop("extra", None) or {}), "tokenizer": tokenizer.state_dict()}
     return train(batches, model, epochs=epochs, kind="translation", extra=extra, **kwargs)
 
