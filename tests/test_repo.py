@@ -105,10 +105,10 @@ LAYERS = [
     ("files and checkpoints", ["files", "checkpoint", "recipe", "resume", "rebuild"]),
     ("text and data", ["tokenizer", "data", "bleu"]),
     ("a trained translator", ["translator", "web"]),
+    ("processes", ["distributed"]),
     ("the fit loop", ["fit"]),
     ("conversion", ["interop"]),
     ("tasks", ["copy_task", "translation", "text_task"]),
-    ("processes", ["distributed"]),
     ("the command line", ["commands", "cli"]),
 ]
 

@@ -15,10 +15,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from .batch import Batch
-from .fit import SingleProcess
 
 # %% auto #0
-__all__ = ['shard_batch', 'GlobalLoss', 'World', 'world_from_env']
+__all__ = ['shard_batch', 'GlobalLoss', 'SingleProcess', 'World', 'world_from_env']
 
 # %% ../nbs/09_distributed.ipynb #e37d0ab4
 def shard_batch(batch: Batch, rank: int, size: int) -> Batch:
@@ -55,6 +54,25 @@ class GlobalLoss:
         total = torch.as_tensor(loss, dtype=torch.float64, device=self.world.device).reshape(1).clone()
         dist.all_reduce(total)                                         # every part's summed loss
         return total[0], loss_node * self.world.size                   # a tensor: read when the loop logs
+
+# %% ../nbs/09_distributed.ipynb #5a9e1b01
+class SingleProcess:
+    """The processes training one model, when there is one: what appendix 12's `train` calls on its `world`, each method
+    the identity. `World`, below, implements the same methods for data-parallel training on several processes."""
+    rank, size, is_main = 0, 1, True
+
+    def wrap(self, model):            # the module that runs forward and backward
+        return model
+
+    def loss(self, loss_compute):     # the loss, normalised over all processes' tokens
+        return loss_compute
+
+    def shard(self, batches):         # this process's part of every batch
+        return batches
+
+    def share(self, obj):             # the main process's `obj`, on every process
+        return obj
+
 
 # %% ../nbs/09_distributed.ipynb #baede99e
 class World(SingleProcess):

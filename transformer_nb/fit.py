@@ -20,29 +20,12 @@ from .loss import LabelSmoothing, SimpleLossCompute
 from .precision import resolve_precision
 from .schedule import noam_optimizer
 from .checks import is_int, is_number
+from .distributed import SingleProcess
 
 # %% auto #0
-__all__ = ['SingleProcess', 'train']
+__all__ = ['train']
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
-class SingleProcess:
-    """How `train` works with the other processes training the same model, when there are none: every method is the
-    identity. Chapter 09's `World` implements the same methods for data-parallel training on several processes."""
-    rank, size, is_main = 0, 1, True
-
-    def wrap(self, model):            # the module that runs forward and backward
-        return model
-
-    def loss(self, loss_compute):     # the loss, normalised over all processes' tokens
-        return loss_compute
-
-    def shard(self, batches):         # this process's part of every batch
-        return batches
-
-    def share(self, obj):             # the main process's `obj`, on every process
-        return obj
-
-
 def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, epochs: int, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
           extra: dict | None = None, kind: str = "plain", progress: bool | None = None, world=None,
