@@ -97,7 +97,7 @@ def test_shown_code_fits_the_text_column():
 
 
 # The package's layers, lowest first (DEVELOPERS.md, under "Conventions"): a module imports only from its own layer or
-# the ones above it.
+# the ones before it (below it).
 LAYERS = [
     ("the model", ["checks", "embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
