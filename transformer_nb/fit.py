@@ -47,7 +47,8 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
     - `save` replaces an existing file only with `resume` of that same file or
       `overwrite=True`, and a file that another program writes there during training is refused, not replaced.
-    - `world`: the processes training together (chapter 09's `World`); default one process, chapter 09's `SingleProcess()`.
+    - `world`: the processes training together (chapter 09's `World`); default one process, `SingleProcess()`
+      (chapter 09).
     - `precision`: "fp32", "bf16" or "auto" (appendix 13); weights, gradients and optimizer stay
       float32.
     - Each epoch, its evaluation included, runs inside `attention_kernels()` (chapter 02): without cuDNN's attention.
