@@ -23,7 +23,7 @@ import time
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 
-from transformer_nb.copy_task import CopyConfig, train_copy, held_out_set, copy_batches, copy_accuracy, PAD
+from transformer_nb.copy_task import CopyRecipe, train_copy, held_out_set, copy_batches, copy_accuracy, PAD
 from transformer_nb.model import make_model
 from transformer_nb.epoch import TrainState, run_epoch
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
@@ -39,30 +39,30 @@ def reference_recipe(steps: int, held, seed: int = 0):
     scheduler = LambdaLR(optimizer, lambda step: rate(step, 512, factor=1.0, warmup=400))
     criterion = LabelSmoothing(11, padding_idx=PAD, smoothing=0.0)
     state, start = TrainState(), time.perf_counter()
-    while state.accum_step < steps:
-        batches = copy_batches(min(20, steps - state.accum_step), 80, generator=gen)
+    while state.steps < steps:
+        batches = copy_batches(min(20, steps - state.steps), 80, generator=gen)
         run_epoch(batches, model, SimpleLossCompute(model.generator, criterion), optimizer, scheduler, train_state=state, progress=False)
     seconds = time.perf_counter() - start
     return seconds, copy_accuracy(model, held)
 
 
 def recipe_fields(text: str) -> dict:
-    "`h=4,batch_size=64` as CopyConfig fields, each value of its field's type."
-    fields, types = {}, {f.name: f.type for f in dataclasses.fields(CopyConfig)}
+    "`h=4,batch_size=64` as CopyRecipe fields, each value of its field's type."
+    fields, types = {}, {f.name: f.type for f in dataclasses.fields(CopyRecipe)}
     for item in text.split(","):
         name, _, value = item.partition("=")
         if name not in types or name == "seed" or not value:
-            raise argparse.ArgumentTypeError(f"expected FIELD=VALUE with a CopyConfig field other than seed, got {item!r}")
+            raise argparse.ArgumentTypeError(f"expected FIELD=VALUE with a CopyRecipe field other than seed, got {item!r}")
         if types[name] == "bool" and value not in ("True", "False"):
             raise argparse.ArgumentTypeError(f"{name} is True or False, got {value!r}")
         fields[name] = {"int": int, "float": float, "bool": lambda v: v == "True", "str": str}[types[name]](value)
     return fields
 
 
-def seed_run(config: CopyConfig, held) -> tuple:
+def seed_run(recipe: CopyRecipe, held) -> tuple:
     "Train one recipe; returns (steps, seconds, held-out accuracy)."
     start = time.perf_counter()
-    _, history = train_copy(config, held_out=held, progress=False)
+    history = train_copy(recipe, held_out=held, progress=False).history
     return history[-1]["step"], time.perf_counter() - start, history[-1]["accuracy"]
 
 
@@ -74,7 +74,7 @@ def main():
     p.add_argument("--ref-full", action="store_true", help="run the reference's full 400 steps")
     p.add_argument("--seeds", type=int, default=0, help="also train seeds 0..SEEDS-1 once each (median reported)")
     p.add_argument("--against", type=recipe_fields, default=None, metavar="FIELD=VALUE,...",
-                   help="with --seeds: also train the default recipe with these CopyConfig fields changed, "
+                   help="with --seeds: also train the default recipe with these CopyRecipe fields changed, "
                         "alternately with the default on each seed")
     p.add_argument("--no-ref", action="store_true", help="skip the Annotated Transformer's recipe")
     a = p.parse_args()
@@ -85,7 +85,7 @@ def main():
     times, steps = [], []
     for i in range(a.runs):
         start = time.perf_counter()
-        _, history = train_copy(CopyConfig(seed=a.seed), held_out=held, progress=False)
+        history = train_copy(CopyRecipe(seed=a.seed), held_out=held, progress=False).history
         times.append(time.perf_counter() - start)
         steps.append(history[-1]["step"])
         print(f"default recipe run {i + 1}: {history[-1]['accuracy']:.1%} after {steps[-1]} steps in {times[-1]:.1f} s", flush=True)
@@ -95,7 +95,7 @@ def main():
         by_seed = {name: [] for name in recipes}
         for seed in range(a.seeds):
             for name, fields in recipes.items():                         # alternately: the same load for both
-                by_seed[name].append(seed_run(CopyConfig(**{**fields, "seed": seed}), held))
+                by_seed[name].append(seed_run(CopyRecipe(**{**fields, "seed": seed}), held))
         for name, fields in recipes.items():
             runs = by_seed[name]
             steps = [n for n, _, _ in runs]

@@ -15,20 +15,20 @@ import time
 
 import torch
 
-from transformer_nb.copy_task import CopyConfig, epoch_batches
+from transformer_nb.copy_task import CopyRecipe, epoch_batches
 from transformer_nb.distributed import world_from_env
 from transformer_nb.model import make_model
 from transformer_nb.fit import train
 from train_step import batches                               # bench/ is on sys.path: run as python bench/NAME.py
 
-COPY = CopyConfig()                                          # chapter 07's recipe: its model, batches and smoothing
+COPY = CopyRecipe()                                          # chapter 07's recipe: its model, batches and smoothing
 TASKS = {  # name: (model arguments, label smoothing, description)
     "copy": (dict(src_vocab=COPY.vocab, tgt_vocab=COPY.vocab, N=COPY.N, d_model=COPY.d_model, d_ff=COPY.d_ff, h=COPY.h,
                   dropout=COPY.dropout), COPY.smoothing,
-             f"copy task (CopyConfig: d_model {COPY.d_model}, {COPY.h} heads, {COPY.N}+{COPY.N} layers, "
+             f"copy task (CopyRecipe: d_model {COPY.d_model}, {COPY.h} heads, {COPY.N}+{COPY.N} layers, "
              f"{COPY.batches_per_epoch} batches of {COPY.batch_size} sequences per epoch)"),
     "translation": (dict(src_vocab=4000, tgt_vocab=4000, N=2, d_model=256, d_ff=1024, h=4, dropout=0.1), 0.1,
-                    "translation-sized model (TranslationConfig's sizes: d_model 256, 2+2 layers, one shared vocabulary "
+                    "translation-sized model (TranslationRecipe's sizes: d_model 256, 2+2 layers, one shared vocabulary "
                     "of 4000; dropout 0.1 everywhere; 12 batches of 64 pairs of about 15 tokens per epoch)"),
 }
 

@@ -180,10 +180,10 @@ def translation_epoch(a, device):
         print("not measured: give --data DIR (the Multi30k files)")
         return
     from transformer_nb.data import load_multi30k
-    from transformer_nb.translation import TranslationConfig, train_translation
+    from transformer_nb.translation import TranslationRecipe, train_translation
     train_pairs, val_pairs = load_multi30k("train", a.data), load_multi30k("val", a.data)
     start = time.perf_counter()
-    _, _, history = train_translation(TranslationConfig(epochs=1, device=str(device)), train_pairs, val_pairs,
+    _, _, history = train_translation(TranslationRecipe(epochs=1, device=str(device)), train_pairs, val_pairs,
                                       progress=False)
     print(f"{time.perf_counter() - start:.1f} s from the start to the end of epoch 1 (tokenizer, batches, training, "
           f"validation); val loss {history[-1]['val_loss']:.3f}")

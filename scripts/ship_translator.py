@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformer_nb.bleu import bleu
 from transformer_nb.data import load_multi30k
-from transformer_nb.translation import TranslationConfig, train_translation
+from transformer_nb.translation import TranslationRecipe, train_translation
 from transformer_nb.translator import PRETRAINED_TRANSLATOR, load_translator, save_translator, translate
 
 
@@ -26,21 +26,21 @@ def main(argv=None):
     p.add_argument("--checkpoint", type=Path, help="a translator trained with the recipe's defaults, instead of training")
     p.add_argument("--out", type=Path, default=PRETRAINED_TRANSLATOR, help=f"default: {PRETRAINED_TRANSLATOR}")
     args = p.parse_args(argv)
-    config = TranslationConfig()
+    recipe = TranslationRecipe()
     if args.checkpoint is not None:
         model, tokenizer, history = load_translator(args.checkpoint)
     else:
-        model, tokenizer, history = train_translation(config, load_multi30k("train", args.data),
+        model, tokenizer, history = train_translation(recipe, load_multi30k("train", args.data),
                                                       load_multi30k("val", args.data))
     shipped = copy.deepcopy(model).half()                                   # float16 weights: half the file
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_translator(args.out, shipped, tokenizer, history, overwrite=True)
     model, tokenizer, _ = load_translator(args.out)                         # read back as float32, as a user gets it
     test = load_multi30k("test", args.data)
-    out = translate(model, tokenizer, [de for de, _ in test], config.beam_size, config.length_penalty,
-                    precision=config.precision)
+    out = translate(model, tokenizer, [de for de, _ in test], recipe.beam_size, recipe.length_penalty,
+                    precision=recipe.precision)
     print(f"{args.out}: {args.out.stat().st_size / 1e6:.2f} MB, {len(history)} epochs of training")
-    print(f"test BLEU, beam {config.beam_size}, alpha {config.length_penalty}: {bleu(out, [en for _, en in test])}")
+    print(f"test BLEU, beam {recipe.beam_size}, alpha {recipe.length_penalty}: {bleu(out, [en for _, en in test])}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Measure one change to chapter 08's translation recipe on the validation set: train `TranslationConfig()` with the
+"""Measure one change to chapter 08's translation recipe on the validation set: train `TranslationRecipe()` with the
 given fields replaced, then score the 1,014 validation sentences with BLEU (beam 5 / alpha 1.2, and greedy) for the
 moving average the recipe keeps and for the last weights. The result is added to
 `scripts/results/translation_levers.json` under NAME, where chapter 08 reads it (the test set is never scored here).
@@ -22,18 +22,18 @@ from transformer_nb.bleu import bleu
 from transformer_nb.checkpoint import read_checkpoint
 from transformer_nb.data import load_multi30k
 from transformer_nb.files import atomic_write
-from transformer_nb.translation import TranslationConfig, train_translation
+from transformer_nb.translation import TranslationRecipe, train_translation
 from transformer_nb.translator import translate
 
 RESULTS = Path(__file__).parent / "results" / "translation_levers.json"
 
 
-def _override(text: str, config: TranslationConfig) -> tuple[str, object]:
+def _override(text: str, recipe: TranslationRecipe) -> tuple[str, object]:
     "`field=value` as the field's own type."
     name, _, value = text.partition("=")
-    kinds = {f.name: type(getattr(config, f.name)) for f in fields(config)}
+    kinds = {f.name: type(getattr(recipe, f.name)) for f in fields(recipe)}
     if name not in kinds or not value:
-        raise SystemExit(f"{text!r}: expected FIELD=VALUE with a TranslationConfig field ({', '.join(kinds)})")
+        raise SystemExit(f"{text!r}: expected FIELD=VALUE with a TranslationRecipe field ({', '.join(kinds)})")
     try:
         return name, (value.lower() == "true" if kinds[name] is bool else kinds[name](value))
     except ValueError:
@@ -48,10 +48,10 @@ def main(argv=None):
     p.add_argument("changes", nargs="*", help="FIELD=VALUE, e.g. dropout=0.2")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    config = TranslationConfig()
-    changes = dict(_override(c, config) for c in args.changes)
+    recipe = TranslationRecipe()
+    changes = dict(_override(c, recipe) for c in args.changes)
     try:
-        config = replace(config, **changes)
+        recipe = replace(recipe, **changes)
     except (TypeError, ValueError) as e:
         raise SystemExit(f"the changed recipe: {e}") from None
     train, val = load_multi30k("train", args.data), load_multi30k("val", args.data)
@@ -59,20 +59,20 @@ def main(argv=None):
     RESULTS.parent.mkdir(exist_ok=True)
     with_save.unlink(missing_ok=True)
     start = time.perf_counter()
-    model, tokenizer, history = train_translation(config, train, val, progress=False, save=with_save)
+    model, tokenizer, history = train_translation(recipe, train, val, progress=False, save=with_save)
     minutes = (time.perf_counter() - start) / 60
     latest = copy.deepcopy(model)
-    if config.ema:                                                        # else the model is the last weights
+    if recipe.ema:                                                        # else the model is the last weights
         latest.load_state_dict(read_checkpoint(with_save)["extra"]["latest"])
     with_save.unlink()
     sources, references = [de for de, _ in val], [en for _, en in val]
     score = lambda m, beam, alpha: round(bleu(translate(m, tokenizer, sources, beam, alpha,
-                                                        precision=config.precision), references).score, 2)
+                                                        precision=recipe.precision), references).score, 2)
     record = dict(changes=changes, threads=args.threads, minutes=round(minutes, 1),
                   loss=[round(h["loss"], 4) for h in history], val_loss=[round(h["val_loss"], 4) for h in history],
-                  average=dict(greedy=score(model, 1, 0.0), beam=score(model, config.beam_size, config.length_penalty)),
+                  average=dict(greedy=score(model, 1, 0.0), beam=score(model, recipe.beam_size, recipe.length_penalty)),
                   last=dict(greedy=score(latest.eval(), 1, 0.0),
-                            beam=score(latest, config.beam_size, config.length_penalty)))
+                            beam=score(latest, recipe.beam_size, recipe.length_penalty)))
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[args.name] = record
     atomic_write(RESULTS, lambda f: f.write((json.dumps(results, indent=1) + "\n").encode()))

@@ -11,7 +11,7 @@ import torch
 import transformer_nb.masks as masks
 from transformer_nb.cli import main
 from transformer_nb.model import make_model
-from transformer_nb.translation import TranslationConfig
+from transformer_nb.translation import TranslationRecipe
 
 
 def _run(argv):
@@ -77,7 +77,7 @@ CLI = [
     (["translate", "--beam-size", "0", "--data", "."], "argument --beam-size/--beam: expected a positive integer, got 0"),
     (["translate", "--beam", "0", "--data", "."], "argument --beam-size/--beam: expected a positive integer, got 0"),
     (["translate", "--max-tokens", "0", "--data", "."], "argument --max-tokens: expected a positive integer, got 0"),
-    (["translate", "--vocab-size", "2.5", "--data", "."], "argument --vocab-size: invalid _positive value: '2.5'"),
+    (["translate", "--vocab", "2.5", "--data", "."], "argument --vocab: invalid _positive value: '2.5'"),
     (["copy", "--batch-size", "0"], "argument --batch-size: expected a positive integer, got 0"),
     (["copy", "--d-ff", "0"], "argument --d-ff: expected a positive integer, got 0"),
     (["summary", "--dropout", "-0.1"], "argument --dropout: expected a probability in [0, 1), got -0.1"),
@@ -85,8 +85,8 @@ CLI = [
     (["copy", "--sentence", "x"], "unrecognized arguments: --sentence x"),
     (["summary", "--save", "x.pt"], "unrecognized arguments: --save x.pt"),
     (["summary", "--share-embeddings", "--tgt-vocab", "100"], "src_vocab=37000 and tgt_vocab=100"),
-    (["translate", "--checkpoint", "m.pt", "--d-model", "64", "--vocab-size", "100"],
-     "--checkpoint uses the recipe saved in m.pt: --d-model, --vocab-size would be ignored"),
+    (["translate", "--checkpoint", "m.pt", "--d-model", "64", "--vocab", "100"],
+     "--checkpoint uses the recipe saved in m.pt: --d-model, --vocab would be ignored"),
     (["translate", "--checkpoint", "m.pt", "--train-pairs", "100"], "--train-pairs would be ignored"),
     (["copy", "--checkpoint", "m.pt", "--epochs", "3"], "--checkpoint uses the recipe saved in m.pt: --epochs would"),
     (["copy", "--resume", "m.pt", "--seed", "3", "--d-model", "64"],
@@ -174,7 +174,7 @@ def test_a_failed_write_names_the_file(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_translator():
     from transformer_nb.tokenizer import Tokenizer
-    tokenizer = Tokenizer.train(["ein hund läuft", "a dog runs"], vocab_size=None)
+    tokenizer = Tokenizer.train(["ein hund läuft", "a dog runs"], vocab=None)
     torch.manual_seed(0)
     V = len(tokenizer)
     return make_model(V, V, N=1, d_model=16, d_ff=32, h=2, padding_idx=tokenizer.pad).eval(), tokenizer
@@ -205,11 +205,11 @@ def test_translate_refuses_a_tokenizer_larger_than_the_model(tiny_translator):
         translate(small, tokenizer, ["ein hund"])
 
 
-def test_tokenizer_vocab_size_must_be_an_integer():
+def test_tokenizer_vocab_must_be_an_integer():
     from transformer_nb.tokenizer import Tokenizer
     for bad in (10.5, "40", True):
-        with pytest.raises(TypeError, match="`vocab_size` must be an integer or None"):
-            Tokenizer.train(["ein hund läuft"] * 3, vocab_size=bad)
+        with pytest.raises(TypeError, match="`vocab` must be an integer or None"):
+            Tokenizer.train(["ein hund läuft"] * 3, vocab=bad)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -299,7 +299,7 @@ def test_resume_keeps_the_saved_precision_unless_given(tmp_path):
     assert _run(["copy", "--epochs", "1", "--precision", "bf16", "--save", run, "--examples", "1"])[0] == 0
     assert _run(["copy", "--resume", run, "--epochs", "2", "--examples", "1"])[0] == 0
     saved = read_checkpoint(run)["extra"]
-    assert saved["config"]["precision"] == "bf16" and len(saved["history"]) == 2
+    assert saved["recipe"]["precision"] == "bf16" and len(saved["history"]) == 2
 
 
 def test_average_checkpoints_refuses_translators_with_other_tokenizers(tmp_path, tiny_translator):
@@ -309,7 +309,7 @@ def test_average_checkpoints_refuses_translators_with_other_tokenizers(tmp_path,
     from transformer_nb.tokenizer import Tokenizer
     from transformer_nb.translator import save_translator
     model, tokenizer = tiny_translator
-    other = Tokenizer.train(["ein hund läuft", "a dxg runs"], vocab_size=None)          # x for o: as many tokens
+    other = Tokenizer.train(["ein hund läuft", "a dxg runs"], vocab=None)          # x for o: as many tokens
     assert len(other) == len(tokenizer) and other.state_dict() != tokenizer.state_dict()
     save_translator(tmp_path / "a.pt", model, tokenizer)
     save_translator(tmp_path / "b.pt", model, other)
@@ -373,7 +373,7 @@ def test_a_linear_run_cannot_be_resumed_for_more_epochs(tmp_path):
     "Its learning rate reached zero at its planned last epoch: --resume with another --epochs is refused, named."
     run = str(tmp_path / "mt.pt")
     data = ["--data", str(DATA), "--train-pairs", "60", "--test-sentences", "2", "--examples", "1", "--beam-size", "1"]
-    sizes = ["--N", "1", "--d-model", "16", "--d-ff", "32", "--h", "2", "--vocab-size", "100"]
+    sizes = ["--N", "1", "--d-model", "16", "--d-ff", "32", "--h", "2", "--vocab", "100"]
     status, out, err = _run(["translate", *data, *sizes, "--epochs", "1", "--schedule", "linear", "--save", run])
     assert status == 0, err
     status, out, err = _run(["translate", *data, "--resume", run, "--epochs", "2"])
@@ -396,19 +396,20 @@ def test_bleu_names_a_bootstrap_count_it_cannot_use(n):
 
 
 @pytest.mark.parametrize("saved, message", [
-    (["vocab_size", 4000], "its recipe is a list, not a dict of TranslationConfig fields"),
-    ({"vocab_size": 4000}, "its recipe does not fit this version's TranslationConfig (unknown fields: none; missing: N"),
-    ({**asdict(TranslationConfig()), "max_tokens": 0}, "m.pt: its recipe cannot be used: `max_tokens` must be an integer of at least 1, got 0"),
-    ({**asdict(TranslationConfig()), "lr": "fast"}, "m.pt: its recipe cannot be used: `lr` must be a learning rate in (0, 1], got 'fast'"),
+    (["vocab", 4000], "its recipe is a list, not a dict of TranslationRecipe fields"),
+    ({"vocab": 4000}, "its recipe does not fit this version's TranslationRecipe (unknown fields: none; missing: N"),
+    ({**asdict(TranslationRecipe()), "max_tokens": 0}, "m.pt: its recipe cannot be used: `max_tokens` must be an integer of at least 1, got 0"),
+    ({**asdict(TranslationRecipe()), "lr": "fast"}, "m.pt: its recipe cannot be used: `lr` must be a learning rate in (0, 1], got 'fast'"),
 ])
-def test_a_tampered_recipe_is_refused_in_one_line(tmp_path, saved, message):
+@pytest.mark.parametrize("key", ["recipe", "config"])     # "config": where earlier versions kept the recipe
+def test_a_tampered_recipe_is_refused_in_one_line(tmp_path, saved, message, key):
     from transformer_nb.checkpoint import CheckpointError, save_checkpoint
     from transformer_nb.recipe import saved_recipe
-    from transformer_nb.translation import TranslationConfig
+    from transformer_nb.translation import TranslationRecipe
     save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0),
-                    extra={"config": saved}, kind="translation")
+                    extra={key: saved}, kind="translation")
     with pytest.raises(CheckpointError, match=re.escape(message)):
-        saved_recipe(tmp_path / "m.pt", TranslationConfig, "translation")
+        saved_recipe(tmp_path / "m.pt", TranslationRecipe, "translation")
 
 
 @pytest.fixture
@@ -475,11 +476,11 @@ def test_decoders_name_a_max_length_they_cannot_use(max_length, message, decoder
 def test_tokenizer_names_a_text_that_is_not_a_string(texts, message):
     from transformer_nb.tokenizer import Tokenizer
     with pytest.raises(TypeError, match=re.escape(f"`texts` must be a list of strings, {message}")):
-        Tokenizer.train(texts, vocab_size=None)
+        Tokenizer.train(texts, vocab=None)
 
 
 RECIPE = [
-    (dict(vocab_size=0), "`vocab_size` must be an integer of at least 1, got 0"),
+    (dict(vocab=0), "`vocab` must be an integer of at least 1, got 0"),
     (dict(epochs=0), "`epochs` must be an integer of at least 1, got 0"),                # was a ZeroDivisionError
     (dict(epochs=2.5), "`epochs` must be an integer of at least 1, got 2.5"),
     (dict(drop_longer_than=0), "`drop_longer_than` must be an integer of at least 3, got 0"),             # every pair dropped
@@ -508,11 +509,11 @@ RECIPE = [
 def test_a_translation_recipe_names_a_field_it_cannot_use(fields, message):
     "Checked when the recipe is made (before seconds of tokenizer training), also by `dataclasses.replace`."
     import dataclasses
-    from transformer_nb.translation import TranslationConfig
+    from transformer_nb.translation import TranslationRecipe
     with pytest.raises(ValueError, match=re.escape(message)):
-        TranslationConfig(**fields)
+        TranslationRecipe(**fields)
     with pytest.raises(ValueError, match=re.escape(message)):
-        dataclasses.replace(TranslationConfig(), **fields)
+        dataclasses.replace(TranslationRecipe(), **fields)
 
 
 @pytest.mark.parametrize("call, error, message", [
@@ -522,12 +523,12 @@ def test_a_translation_recipe_names_a_field_it_cannot_use(fields, message):
      "`train_pairs[0]` must be a (source, target) pair of strings, got 'ab'"),
     (lambda t, c: t(c, [("ein hund", "a dog", "x")], [("a", "b")]), TypeError, "`train_pairs[0]` must be a (source"),
     (lambda t, c: t(c, [("ein hund", "a dog")], [("a", None)]), TypeError, "`val_pairs[0]` must be a (source"),
-    (lambda t, c: t({"epochs": 1}, [("a", "b")], [("a", "b")]), TypeError, "`config` must be a TranslationConfig, got dict"),
+    (lambda t, c: t({"epochs": 1}, [("a", "b")], [("a", "b")]), TypeError, "`recipe` must be a TranslationRecipe, got dict"),
 ])
 def test_train_translation_names_data_it_cannot_use(call, error, message):
-    from transformer_nb.translation import TranslationConfig, train_translation
+    from transformer_nb.translation import TranslationRecipe, train_translation
     with pytest.raises(error, match=re.escape(message)):
-        call(train_translation, TranslationConfig(vocab_size=40, N=1, d_model=16, d_ff=32, h=2, epochs=1))
+        call(train_translation, TranslationRecipe(vocab=40, N=1, d_model=16, d_ff=32, h=2, epochs=1))
 
 
 @pytest.mark.parametrize("ids, message", [
@@ -626,23 +627,23 @@ def test_a_folder_is_not_read_as_a_checkpoint(tmp_path):
     (dict(vocab=3), "`vocab` must be an integer of at least 4, got 3"),
     (dict(min_symbols=5, max_symbols=3), "`max_symbols` must be an integer of at least 5, got 3"),
     (dict(batches_per_epoch=0), "`batches_per_epoch` must be an integer of at least 1, got 0"),
-    (dict(factor=0.0), "`factor` must be a positive number, got 0.0"),
+    (dict(lr=0.0), "`lr` must be a learning rate in (0, 1], got 0.0"),
     (dict(target_accuracy=100), "`target_accuracy` must be a fraction in (0, 1], got 100"),      # a percentage
     (dict(smoothing=float("nan")), "`smoothing` must be a probability in [0, 1), got nan"),
     (dict(h=5), "d_model=32 must be divisible by the number of heads h=5"),
     (dict(device="tpu:0"), "`device` must be a PyTorch device such as 'cpu' or 'cuda', got 'tpu:0'"),
 ])
 def test_a_copy_recipe_names_a_field_it_cannot_use(fields, message):
-    from transformer_nb.copy_task import CopyConfig
+    from transformer_nb.copy_task import CopyRecipe
     with pytest.raises(ValueError, match=re.escape(message)):
-        CopyConfig(**fields)
+        CopyRecipe(**fields)
 
 
 @pytest.mark.parametrize("entry, value, message", [
     ("rng_state", torch.zeros(3, dtype=torch.uint8), "a malformed random-number state"),      # was a RuntimeError
     ("rng_state", "abc", "it holds no random-number state to resume from"),
-    ("train_state", {"step": "x"}, "a malformed train_state"),                                # was a TypeError
-    ("train_state", {"steps": 3}, "a malformed train_state"),
+    ("train_state", {"batches": "x"}, "a malformed train_state"),                                # was a TypeError
+    ("train_state", {"epochs": 3}, "a malformed train_state"),                                # no such count
     ("optimizer", {"state": {}, "param_groups": "x"}, "its optimizer state does not fit"),
 ])
 def test_resume_names_a_malformed_run_state(tmp_path, entry, value, message):
@@ -666,12 +667,12 @@ def test_resume_names_a_malformed_run_state(tmp_path, entry, value, message):
 def test_a_recipe_names_a_count_too_large_and_a_file_without_extra(tmp_path):
     "A seed of 2**70 names its limit; a checkpoint saved without `extra` is refused for resume in one line."
     from transformer_nb.checkpoint import CheckpointError, save_checkpoint
-    from transformer_nb.copy_task import CopyConfig, train_copy
+    from transformer_nb.copy_task import CopyRecipe, train_copy
     with pytest.raises(ValueError, match=re.escape("`seed` must be below 2**63, got 1,180,591,620,717,411,303,424")):
-        TranslationConfig(seed=2**70)
+        TranslationRecipe(seed=2**70)
     save_checkpoint(tmp_path / "bare.pt", make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0), kind="copy")
     with pytest.raises(CheckpointError, match="a model without its training run"):   # was an AttributeError
-        train_copy(CopyConfig(epochs=2), resume=tmp_path / "bare.pt")
+        train_copy(CopyRecipe(epochs=2), resume=tmp_path / "bare.pt")
 
 
 def test_ctrl_c_while_translating_says_so_and_exits_130(translator_file, monkeypatch):
@@ -719,8 +720,8 @@ def test_resume_to_an_epoch_already_done_is_refused_not_claimed_saved(tmp_path):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["translate", "--data", str(DATA), "--train-pairs", "50", "--vocab-size", "5", "--epochs", "1"],
-     "--vocab-size 5: `vocab_size` must be at least"),                                     # was a traceback
+    (["translate", "--data", str(DATA), "--train-pairs", "50", "--vocab", "5", "--epochs", "1"],
+     "--vocab 5: `vocab` must be at least"),                                     # was a traceback
     (["translate", "--data", str(DATA), "--epochs", "100000000"], "`epochs` must be at most 1,000"),   # was a hang
     (["copy", "--save", "/dev/null", "--epochs", "1"], "--save /dev/null: not a regular file"),   # was a traceback
     (["copy", "--checkpoint", "/dev/null"], "--checkpoint /dev/null: not a regular file"),
@@ -775,9 +776,9 @@ def test_translate_reads_a_generator_and_refuses_del(tiny_translator):
 
 def test_copy_batch_size_has_a_limit():
     "--batch-size 1000000 was killed for memory with no message."
-    from transformer_nb.copy_task import CopyConfig
+    from transformer_nb.copy_task import CopyRecipe
     with pytest.raises(ValueError, match=re.escape("`batch_size` must be at most 65,536, got 1,000,000")):
-        CopyConfig(batch_size=10**6)
+        CopyRecipe(batch_size=10**6)
     status, _, err = _run(["copy", "--batch-size", "1000000"])
     assert status == 2 and "`batch_size` must be at most 65,536" in err, err
 
@@ -838,13 +839,13 @@ def _api_cases():
     from transformer_nb.batch import Batch
     from transformer_nb.bleu import bleu
     from transformer_nb.checkpoint import save_checkpoint
-    from transformer_nb.copy_task import CopyConfig, copy_accuracy, train_copy
+    from transformer_nb.copy_task import CopyRecipe, copy_accuracy, train_copy
     from transformer_nb.data import bucket_batches, bucket_count, encode_pairs
     from transformer_nb.decoding import beam_search, greedy_decode
     from transformer_nb.masks import length_mask
     from transformer_nb.tokenizer import Tokenizer
     tok = Tokenizer.train(["ein hund läuft", "a dog runs"] * 3, 30)
-    src, tiny = torch.tensor([[1, 5, 6, 2]]), CopyConfig(epochs=1, batches_per_epoch=1)
+    src, tiny = torch.tensor([[1, 5, 6, 2]]), CopyRecipe(epochs=1, batches_per_epoch=1)
     sm, empty = (src != 0).unsqueeze(1), torch.zeros(1, 0, dtype=torch.long)
     long_ids = lambda *shape: torch.zeros(*shape, dtype=torch.long)
     return [
@@ -856,7 +857,7 @@ def _api_cases():
         ("encode eos=None", lambda: tok.encode("a dog", eos=None), TypeError, "eos=None"),
         ("save_checkpoint kind=3", lambda: save_checkpoint("never.pt", _small(), kind=3), ValueError, "`kind` must be a non-empty string"),
         ("save_checkpoint kind=''", lambda: save_checkpoint("never.pt", _small(), kind=""), ValueError, "got ''"),
-        ("train_copy(dict)", lambda: train_copy({"epochs": 1}), TypeError, "`config` must be a CopyConfig, got dict"),
+        ("train_copy(dict)", lambda: train_copy({"epochs": 1}), TypeError, "`recipe` must be a CopyRecipe, got dict"),
         ("held_out list", lambda: train_copy(tiny, held_out=[[1, 2]]), ValueError, "`held_out` must be a (n >= 1, width) tensor of token ids, got list"),
         ("held_out floats", lambda: train_copy(tiny, held_out=torch.rand(4, 12)), ValueError, "got shape (4, 12), torch.float32"),
         ("held_out empty", lambda: train_copy(tiny, held_out=long_ids(0, 12)), ValueError, "got shape (0, 12)"),
@@ -904,9 +905,9 @@ def test_what_is_valid_beside_them_still_works():
 
 @pytest.fixture(scope="module")
 def copy_run(tmp_path_factory):
-    from transformer_nb.copy_task import CopyConfig, train_copy
+    from transformer_nb.copy_task import CopyRecipe, train_copy
     path = tmp_path_factory.mktemp("run") / "base.pt"
-    train_copy(CopyConfig(epochs=1, batches_per_epoch=2), save=path, progress=False)
+    train_copy(CopyRecipe(epochs=1, batches_per_epoch=2), save=path, progress=False)
     return torch.load(path, weights_only=True)
 
 
@@ -932,6 +933,9 @@ TAMPERED = [
     ("optimizer moment of another shape", _put("optimizer", "state", 0, "exp_avg", torch.zeros(3)), "parameter 0's exp_avg has shape (3,), not (96, 32)"),
     ("optimizer step a string", _put("optimizer", "state", 0, "step", "x"), "its optimizer state does not fit this run"),
     ("optimizer moment missing", _put("optimizer", "state", 3, "exp_avg_sq", _put), "(parameter 3's state has no exp_avg_sq)"),
+    ("optimizer moment None", _put("optimizer", "state", 1, "exp_avg", None), "parameter 1's exp_avg is a NoneType, not a Tensor"),
+    ("optimizer moment a number", _put("optimizer", "state", 1, "exp_avg_sq", 0.0), "parameter 1's exp_avg_sq is a float, not a Tensor"),
+    ("extra a list", _put("extra", [1, 2]), "its `extra` is a list, not a dict"),
     ("scheduler a list", _put("scheduler", [1]), "its scheduler state does not fit this run"),
     ("scheduler at step -100", _put("scheduler", "last_epoch", -100), "its scheduler stands at step -100, its train_state at 2"),
     ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), "['base_lrs'] is not a list of 1"),
@@ -941,11 +945,11 @@ TAMPERED = [
     ("history seconds None", _put("extra", "history", 0, "seconds", None), "has no number for 'seconds'"),
     ("history without seconds", _put("extra", "history", 0, "seconds", _put), "has no number for 'seconds'"),
     ("history accuracy a string", _put("extra", "history", 0, "accuracy", "x"), "has no number for 'accuracy'"),
-    ("train_state ahead of history", _put("train_state", "accum_step", 999), "and its train_state (step 999) disagree"),
-    ("train_state missing", _put("train_state", _put), "a malformed train_state: no step to resume from (accum_step None)"),
+    ("train_state ahead of history", _put("train_state", "steps", 999), "and its train_state (step 999) disagree"),
+    ("train_state missing", _put("train_state", _put), "a malformed train_state: no step to resume from (steps None)"),
     ("optimizer lr too large for a float", _put("optimizer", "param_groups", 0, "lr", 10**400), "['lr'] is 1000000"),
-    ("recipe d_model not the model's", _put("extra", "config", "d_model", 64), "its model is not the one its recipe builds: d_model=32 (its recipe: 64)"),
-    ("recipe vocab not the model's", _put("extra", "config", "vocab", 20), "src_vocab=11 (its recipe: 20)"),
+    ("recipe d_model not the model's", _put("extra", "recipe", "d_model", 64), "its model is not the one its recipe builds: d_model=32 (its recipe: 64)"),
+    ("recipe vocab not the model's", _put("extra", "recipe", "vocab", 20), "src_vocab=11 (its recipe: 20)"),
     ("model padding_idx changed", _put("config", "padding_idx", 5), "padding_idx=5 (its recipe: 0)"),
     ("model tie_weights flipped", _put("config", "tie_weights", True), "tie_weights=True (its recipe: False)"),
 ]
@@ -955,13 +959,13 @@ TAMPERED = [
 def test_a_tampered_run_is_refused_in_one_line_before_training(tmp_path, copy_run, change, message):
     import copy
     from transformer_nb.checkpoint import CheckpointError
-    from transformer_nb.copy_task import CopyConfig, train_copy
+    from transformer_nb.copy_task import CopyRecipe, train_copy
     ckpt = copy.deepcopy(copy_run)
     change(ckpt)
     torch.save(ckpt, tmp_path / "run.pt")
     before = (tmp_path / "run.pt").read_bytes()
     with pytest.raises(CheckpointError, match=re.escape(message)):
-        train_copy(CopyConfig(epochs=2, batches_per_epoch=2), resume=tmp_path / "run.pt", progress=False)
+        train_copy(CopyRecipe(epochs=2, batches_per_epoch=2), resume=tmp_path / "run.pt", progress=False)
     assert (tmp_path / "run.pt").read_bytes() == before
 
 
@@ -970,7 +974,7 @@ REFUSED_WHILE_LOADING = [                        # refusals that used to come af
     ("scheduler base_lrs a string", _put("scheduler", "base_lrs", "x"), {}, "['base_lrs'] is not a list of 1"),
     ("rng state of the wrong size", _put("rng_state", torch.zeros(3, dtype=torch.uint8)), {"restore_rng": True},
      "a malformed random-number state"),
-    ("train_state negative", _put("train_state", "accum_step", -1), {}, "a malformed train_state"),
+    ("train_state negative", _put("train_state", "steps", -1), {}, "a malformed train_state"),
     ("GPU random state not bytes", _put("cuda_rng_state", [torch.zeros(16, dtype=torch.uint8), "x"]),
      {"restore_rng": True}, "a malformed random-number state for the GPUs (cuda_rng_state)"),
 ]
@@ -1016,27 +1020,27 @@ def test_a_refused_checkpoint_leaves_what_it_was_loaded_into_unchanged(tmp_path,
 
 
 def test_the_untampered_run_resumes(tmp_path, copy_run):
-    from transformer_nb.copy_task import CopyConfig, train_copy
+    from transformer_nb.copy_task import CopyRecipe, train_copy
     torch.save(copy_run, tmp_path / "run.pt")
-    _, history = train_copy(CopyConfig(epochs=2, batches_per_epoch=2), resume=tmp_path / "run.pt", progress=False)
+    history = train_copy(CopyRecipe(epochs=2, batches_per_epoch=2), resume=tmp_path / "run.pt", progress=False).history
     assert [r["epoch"] for r in history] == [1, 2]
 
 
 def test_train_refuses_scores_that_are_not_numbers():
-    from transformer_nb.copy_task import CopyConfig, epoch_batches
+    from transformer_nb.copy_task import CopyRecipe, epoch_batches
     from transformer_nb.fit import train
     with pytest.raises(TypeError, match=re.escape("`evaluate` must return a dict of numbers (Python's or NumPy's), got {'bleu': '30'}")):
-        train(lambda e: epoch_batches(CopyConfig(batches_per_epoch=1), e), _small(), epochs=1, progress=False,
+        train(lambda e: epoch_batches(CopyRecipe(batches_per_epoch=1), e), _small(), epochs=1, progress=False,
               evaluate=lambda m: {"bleu": "30"})
 
 
 def test_a_copy_recipe_with_nothing_to_draw_is_refused_not_a_hang():
     "With 1 content symbol and at most 3 of them, every sequence is reserved: training has nothing to draw."
-    from transformer_nb.copy_task import CopyConfig, train_copy, copy_sequences
-    config = CopyConfig(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1)
+    from transformer_nb.copy_task import CopyRecipe, train_copy, copy_sequences
+    recipe = CopyRecipe(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1)
     with pytest.raises(ValueError, match=re.escape("vocab=4, min_symbols=1, max_symbols=3: 1,000 rounds found fewer "
-                                                   f"than {config.batch_size} unreserved sequences")):
-        train_copy(config, progress=False)
+                                                   f"than {recipe.batch_size} unreserved sequences")):
+        train_copy(recipe, progress=False)
     assert len(copy_sequences(5, vocab=4, max_symbols=3, reserved_only=True)) == 5     # the reserved ones exist
 
 
@@ -1051,8 +1055,8 @@ def test_copy_sequences_refuse_an_empty_request():
 
 def test_every_seed_the_copy_recipe_accepts_trains():
     "A seed of about 2e14 or more passed the recipe's check, then overflowed the epoch's generator seed."
-    from transformer_nb.copy_task import CopyConfig, train_copy
-    _, history = train_copy(CopyConfig(seed=2**63 - 1, epochs=1, batches_per_epoch=1), progress=False)
+    from transformer_nb.copy_task import CopyRecipe, train_copy
+    history = train_copy(CopyRecipe(seed=2**63 - 1, epochs=1, batches_per_epoch=1), progress=False).history
     assert len(history) == 1
 
 
@@ -1118,7 +1122,7 @@ def test_a_hostile_probe_beyond_the_list(tmp_path):
     from transformer_nb.loss import LabelSmoothing
     from transformer_nb.model import make_model
     from transformer_nb.schedule import linear_decay_optimizer, noam_optimizer, rate
-    with pytest.raises(ValueError, match=r"`padding_idx` must be a token id in \[0, size=5\), got 7"):
+    with pytest.raises(ValueError, match=r"`padding_idx` must be a token id in \[0, vocab=5\), got 7"):
         LabelSmoothing(5, padding_idx=7, smoothing=0.1)
     with pytest.raises(ValueError, match="`padding_idx` must be a token id"):
         LabelSmoothing(5, padding_idx=None)
@@ -1155,7 +1159,7 @@ def test_export_weights_takes_the_path_first(tmp_path):
     "As save_checkpoint and save_translator: a call in the old order (model, tokenizer, path) is refused in one line."
     from transformer_nb.tokenizer import Tokenizer
     from transformer_nb.web import export_weights
-    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab_size=None)
+    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab=None)
     from transformer_nb.model import make_model
     model = make_model(len(tokenizer), len(tokenizer), N=1, d_model=32, d_ff=64, h=4, padding_idx=tokenizer.pad)
     with pytest.raises(TypeError, match=re.escape("export_weights takes the path first, as save_checkpoint and "
@@ -1163,3 +1167,79 @@ def test_export_weights_takes_the_path_first(tmp_path):
         export_weights(model, tokenizer, tmp_path / "w.js")
     assert not (tmp_path / "w.js").exists()
     assert export_weights(tmp_path / "w.js", model, tokenizer).is_file()
+
+
+OLD_NAMES = [                                   # what an earlier version called it, and the line that says so now
+    ("from transformer_nb.copy_task import CopyConfig", ImportError,
+     "transformer_nb.copy_task.CopyConfig is now CopyRecipe"),
+    ("from transformer_nb.translation import TranslationConfig", ImportError,
+     "transformer_nb.translation.TranslationConfig is now TranslationRecipe"),
+    ("train_copy(config=CopyRecipe())", TypeError, "train_copy(): `config` is now `recipe`"),
+    ("train_translation(config=TranslationRecipe(), train_pairs=[], val_pairs=[])", TypeError,
+     "train_translation(): `config` is now `recipe`"),
+    ("CopyRecipe(factor=2.0)", TypeError, "CopyRecipe(): `factor` is now `lr`, the peak learning rate"),
+    ("CopyRecipe().factor", AttributeError, "CopyRecipe.factor is now `lr`"),
+    ("dataclasses.replace(CopyRecipe(), factor=2.0)", TypeError, "CopyRecipe(): `factor` is now `lr`"),
+    ("TranslationRecipe(vocab_size=8000)", TypeError, "TranslationRecipe(): `vocab_size` is now `vocab`"),
+    ("TranslationRecipe().vocab_size", AttributeError, "TranslationRecipe.vocab_size is now `vocab`"),
+    ("Tokenizer.train(['ein hund'], vocab_size=None)", TypeError, "Tokenizer.train(): `vocab_size` is now `vocab`"),
+    ("Tokenizer.train(['ein hund'], vocab=None).vocab", AttributeError, "Tokenizer.vocab is now `id_to_piece`"),
+    ("LabelSmoothing(size=5, padding_idx=0)", TypeError, "LabelSmoothing(): `size` is now `vocab`"),
+    ("TrainState(step=3)", TypeError, "TrainState(): `step` is now `batches` (batches trained on; `steps` counts"),
+    ("TrainState(accum_step=3)", TypeError, "TrainState(): `accum_step` is now `steps`"),
+    ("TrainState().accum_step", AttributeError, "TrainState.accum_step is now `steps`"),
+]
+
+
+@pytest.mark.parametrize("code, error, message", OLD_NAMES)
+def test_a_name_of_an_earlier_version_is_refused_with_the_new_one(code, error, message):
+    import dataclasses
+    from transformer_nb.copy_task import CopyRecipe, train_copy
+    from transformer_nb.loss import LabelSmoothing
+    from transformer_nb.tokenizer import Tokenizer
+    from transformer_nb.translation import TranslationRecipe, train_translation
+    from transformer_nb.epoch import TrainState
+    with pytest.raises(error, match=re.escape(message)):
+        exec(code)
+
+
+def test_the_new_names_work_and_keep_their_signature():
+    import inspect
+    from transformer_nb.copy_task import CopyRecipe, train_copy
+    from transformer_nb.loss import LabelSmoothing
+    from transformer_nb.tokenizer import Tokenizer
+    assert list(inspect.signature(train_copy).parameters)[0] == "recipe"            # what help() and the API page show
+    assert "lr" in inspect.signature(CopyRecipe).parameters and CopyRecipe(lr=0.01).lr == 0.01
+    assert Tokenizer.train(["ein hund"], vocab=None).id_to_piece[:4] == Tokenizer.specials
+    assert LabelSmoothing(vocab=5, padding_idx=0).vocab == 5
+
+
+def test_the_copy_recipe_peak_is_the_schedule_it_replaced():
+    "The default `lr` is the peak of the paper's schedule with factor 1, exactly: the copy task trains as it did."
+    from transformer_nb.copy_task import CopyRecipe, copy_optimizer
+    from transformer_nb.schedule import noam_optimizer
+    recipe = CopyRecipe()
+    model = make_model(recipe.model_config())
+    new, old = copy_optimizer(model, recipe)[1], noam_optimizer(model, 1.0, recipe.warmup)[1]
+    assert [new.lr_lambdas[0](s) for s in range(1, 400)] == [old.lr_lambdas[0](s) for s in range(1, 400)]
+
+
+def test_an_option_of_an_earlier_version_is_refused_with_the_new_one():
+    status, _, err = _run(["translate", "--vocab-size", "300", "--data", "."])
+    assert status == 2 and "--vocab-size is now --vocab" in err and "Traceback" not in err
+
+
+def test_a_recipe_saved_by_an_earlier_version_is_read_in_this_version_s_words():
+    "Earlier versions kept the recipe in extra['config'], with `vocab_size` and the copy task's Noam `factor`."
+    from transformer_nb.copy_task import CopyRecipe
+    from transformer_nb.recipe import recipe_in
+    old = asdict(TranslationRecipe())
+    old["vocab_size"] = old.pop("vocab")
+    assert recipe_in({"config": old}) == asdict(TranslationRecipe())
+    old = asdict(CopyRecipe())
+    del old["lr"]
+    old["factor"] = 1.0                                                # CopyConfig's default: the same schedule
+    assert recipe_in({"config": old}) == asdict(CopyRecipe())
+    assert recipe_in({"recipe": {"factor": 1.0}}) == {"factor": 1.0}   # this version's key: read as saved
+    assert recipe_in({"config": {**old, "factor": "x"}})["factor"] == "x"   # left for the recipe's checks to refuse
+    assert recipe_in(None) is None and recipe_in({}) is None

@@ -32,7 +32,7 @@ def two_processes(tmp_path_factory):
 
 
 def _outputs(model):
-    batch = epoch_batches(ddp_worker.CONFIG, 99)[0]
+    batch = epoch_batches(ddp_worker.RECIPE, 99)[0]
     with torch.no_grad():
         return model.eval()(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
 
@@ -103,7 +103,7 @@ def test_translate_command_under_torchrun(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--max-restarts=0",
                            "--no-python", sys.executable, "-c", cli, "translate", "--data", str(DATA),
                            "--train-pairs", "300", "--epochs", "2", "--N", "1", "--d-model", "32", "--d-ff", "64",
-                           "--h", "2", "--vocab-size", "200", "--test-sentences", "20", "--beam", "1",
+                           "--h", "2", "--vocab", "200", "--test-sentences", "20", "--beam", "1",
                            "--examples", "1", "--save", str(tmp_path / "mt.pt")],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -134,3 +134,17 @@ def test_ddp_gets_its_buffer_switch_by_the_name_it_takes(tmp_path):
             DistributedDataParallel(make_model(11, 11, N=1, d_model=16, d_ff=32, h=2), **{_NO_BUFFER_SYNC: False})
     finally:
         dist.destroy_process_group()
+
+
+def test_the_batch_fingerprint_tells_order_rows_and_targets_apart():
+    "What World.shard compares between processes: equal for equal batches, different for any reordering or change."
+    from transformer_nb.batch import Batch
+    from transformer_nb.copy_task import CopyRecipe
+    from transformer_nb.distributed import _fingerprint
+    a, b = epoch_batches(CopyRecipe(batch_size=4), epoch=1)[:2]
+    swapped_rows = Batch(a.src.flip(0), a.tgt.flip(0))
+    other_target = Batch(a.src, a.tgt.roll(1, dims=1))
+    assert _fingerprint([a, b]) == _fingerprint(epoch_batches(CopyRecipe(batch_size=4), epoch=1)[:2])
+    assert len({_fingerprint(x) for x in ([a, b], [b, a], [swapped_rows, b], [other_target, b])}) == 4
+    rows = torch.tensor([[1, 3, 4, 5, 2, 0], [1, 5, 4, 3, 2, 0]])           # two rows of equal sums, swapped
+    assert _fingerprint([Batch(rows, rows)]) != _fingerprint([Batch(rows.flip(0), rows.flip(0))])

@@ -176,7 +176,7 @@ def test_train_and_translate_run_without_cudnn_attention(monkeypatch):
         assert flags() == (before[0], before[1], False, before[3])
     finally:
         torch.backends.cuda.enable_mem_efficient_sdp(before[2])
-    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab_size=None)
+    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab=None)
     monkeypatch.setattr(translator, "greedy_decode", lambda *a, **k: seen.append(flags()) or torch.ones(1, 2).long())
     small = make_model(len(tokenizer), len(tokenizer), N=1, d_model=32, d_ff=64, h=4, padding_idx=tokenizer.pad)
     translator.translate(small, tokenizer, ["ein hund"], beam_size=1)

@@ -347,7 +347,7 @@ def test_translate_returns_each_output_in_the_place_of_its_input(beam_size):
     from transformer_nb.tokenizer import Tokenizer
     from transformer_nb.translator import translate
     sentences = ["a b c d e f", "g", "h i j", "k l", "m n o p q r s t", "u v w x"]
-    tok = Tokenizer.train(sentences, vocab_size=None)
+    tok = Tokenizer.train(sentences, vocab=None)
     assert translate(_Echo(len(tok)), tok, sentences, beam_size=beam_size, batch_size=2) == sentences
 
 
@@ -356,23 +356,23 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
     and refuses a file from `save_translator` (a model and its tokenizer, no training run) instead of a KeyError."""
     from dataclasses import asdict
     from transformer_nb.checkpoint import CheckpointError
-    from transformer_nb.translation import TranslationConfig, train_translation
+    from transformer_nb.translation import TranslationRecipe, train_translation
     from transformer_nb.translator import save_translator
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
-    config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200, warmup=1,
+    recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200, warmup=1,
                                precision="fp32")
     run = tmp_path / "run.pt"
-    model, tokenizer, _ = train_translation(config, pairs, pairs[:4], save=run, progress=False)
+    model, tokenizer, _ = train_translation(recipe, pairs, pairs[:4], save=run, progress=False)
     with pytest.raises(CheckpointError, match=r"its run trained on other data \(40 pairs.*`train_pairs` now: 39"):
-        train_translation(config, pairs[:-1], pairs[:4], resume=run, progress=False)
+        train_translation(recipe, pairs[:-1], pairs[:4], resume=run, progress=False)
     save_translator(tmp_path / "translator.pt", model, tokenizer)
     with pytest.raises(CheckpointError, match="it cannot be resumed"):
-        train_translation(config, pairs, pairs[:4], resume=tmp_path / "translator.pt", progress=False)
-    more = TranslationConfig(**{**asdict(config), "epochs": 2})
+        train_translation(recipe, pairs, pairs[:4], resume=tmp_path / "translator.pt", progress=False)
+    more = TranslationRecipe(**{**asdict(recipe), "epochs": 2})
     _, _, history = train_translation(more, pairs, pairs[:4], resume=run, progress=False)
     assert [r["epoch"] for r in history] == [1, 2]
     saved = torch.load(run, weights_only=True)                     # a run saved by an older version of the recipe
-    saved["extra"]["config"]["factor"] = saved["extra"]["config"].pop("lr")
+    saved["extra"]["recipe"]["factor"] = saved["extra"]["recipe"].pop("lr")
     torch.save(saved, tmp_path / "old.pt")
     with pytest.raises(CheckpointError, match=r"unknown fields: factor; missing: lr\): it cannot be resumed"):
         train_translation(more, pairs, pairs[:4], resume=tmp_path / "old.pt", progress=False)
@@ -381,10 +381,10 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
 def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
     """The recipe's 400 warmup steps are capped at a quarter of a shorter run, and the linear schedule reaches the peak
     there and zero at the last step; the Noam schedule peaks at `lr` too; an unknown schedule is refused, named."""
-    from transformer_nb.translation import TranslationConfig, translation_optimizer
+    from transformer_nb.translation import TranslationRecipe, translation_optimizer
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
     for schedule in ("linear", "noam"):
-        optimizer, scheduler = translation_optimizer(model, TranslationConfig(schedule=schedule, lr=1e-3), 40)
+        optimizer, scheduler = translation_optimizer(model, TranslationRecipe(schedule=schedule, lr=1e-3), 40)
         rates = []
         for _ in range(40):
             rates.append(optimizer.param_groups[0]["lr"])
@@ -394,7 +394,7 @@ def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
         if schedule == "linear":
             assert rates[-1] == pytest.approx(1e-3 / 30) and optimizer.param_groups[0]["lr"] == 0.0
     with pytest.raises(ValueError, match="`schedule` must be 'linear' or 'noam', got 'cosine'"):
-        translation_optimizer(model, TranslationConfig(schedule="cosine"), 40)
+        translation_optimizer(model, TranslationRecipe(schedule="cosine"), 40)
 
 
 def test_checkpoints_refuse_at_save_time_what_they_could_not_load(tmp_path):
@@ -501,23 +501,23 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     keeps is trained, not the first step's weights; a linear run refuses to be resumed for more epochs."""
     import dataclasses
     from transformer_nb.checkpoint import read_checkpoint
-    from transformer_nb.translation import TranslationConfig, train_translation, _new_model, linear_end
+    from transformer_nb.translation import TranslationRecipe, train_translation, _new_model, linear_end
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
-    config = TranslationConfig(vocab_size=60, N=1, d_model=16, d_ff=32, h=2, epochs=5, max_tokens=100,
+    recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=5, max_tokens=100,
                                precision="fp32", schedule="linear")
     run = tmp_path / "run.pt"
-    train_translation(config, pairs, pairs[:4], save=run, progress=False)
+    train_translation(recipe, pairs, pairs[:4], save=run, progress=False)
     ckpt = read_checkpoint(run)
     w = "encoder.layers.0.feed_forward.w_1.weight"
-    initial = _new_model(config, pairs, None)[0].state_dict()[w]           # the same seed: the initial weights
+    initial = _new_model(recipe, pairs, None)[0].state_dict()[w]           # the same seed: the initial weights
     moved = lambda weights: (weights[w] - initial).norm().item()
     assert moved(ckpt["model"]) > 0.5 * moved(ckpt["extra"]["latest"]) > 0
     with pytest.raises(ValueError, match=r"`epochs`: the run in .* decays its learning rate to zero at the end of "
                                          r"epoch 5, where it stopped: start a new run planned for more epochs"):
-        train_translation(dataclasses.replace(config, epochs=8), pairs, pairs[:4], resume=run, progress=False)
+        train_translation(dataclasses.replace(recipe, epochs=8), pairs, pairs[:4], resume=run, progress=False)
     ckpt["extra"]["history"] = ckpt["extra"]["history"][:3]             # as if it had stopped after epoch 3
     torch.save(ckpt, tmp_path / "stopped.pt")
-    assert linear_end(tmp_path / "stopped.pt", config, "epochs=").endswith("; resume it with epochs=5")
+    assert linear_end(tmp_path / "stopped.pt", recipe, "epochs=").endswith("; resume it with epochs=5")
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -529,15 +529,16 @@ def test_a_copy_run_resumes_on_its_device(tmp_path, device):
     one go, on the CPU and on a GPU: the random states (the CPU's and the GPU's, which dropout draws from there) are
     saved and restored, the CPU's staying on the CPU. On a GPU some kernels (attention's backward among them) may add
     in a varying order, so the losses agree to rounding there, exactly on the CPU."""
-    from transformer_nb.copy_task import CopyConfig, train_copy
-    config = dict(batches_per_epoch=5, batch_size=16, dropout=0.1, device=device, target_accuracy=1.0)
+    from transformer_nb.copy_task import CopyRecipe, train_copy
+    settings = dict(batches_per_epoch=5, batch_size=16, dropout=0.1, device=device, target_accuracy=1.0)
     held = torch.tensor([[1, 5, 6, 2, 0], [1, 7, 8, 9, 2]])
-    _, whole = train_copy(CopyConfig(epochs=4, **config), held_out=held, progress=False)
+    _, _, whole = train_copy(CopyRecipe(epochs=4, **settings), held_out=held, progress=False)
     path = tmp_path / "run.pt"
-    train_copy(CopyConfig(epochs=2, **config), held_out=held, progress=False, save=path)
+    train_copy(CopyRecipe(epochs=2, **settings), held_out=held, progress=False, save=path)
     if device == "cuda":
         assert read_checkpoint(path)["cuda_rng_state"] is not None       # the GPU's random state is in the file
-    model, resumed = train_copy(CopyConfig(epochs=4, **config), held_out=held, progress=False, save=path, resume=path)
+    model, _, resumed = train_copy(CopyRecipe(epochs=4, **settings), held_out=held, progress=False, save=path,
+                                   resume=path)
     assert [r["epoch"] for r in resumed] == [1, 2, 3, 4] and next(model.parameters()).device.type == device
     losses = lambda history: torch.tensor([r["loss"] for r in history], dtype=torch.float64)
     if device == "cpu":
@@ -559,8 +560,9 @@ def test_a_checkpoint_of_another_format_is_refused_in_one_line(tmp_path):
         torch.save(old, path)
         with pytest.raises(CheckpointError) as e:
             read_checkpoint(path)
-        assert says in str(e.value) and f"this version reads 'transformer-nb checkpoint 2' and {CHECKPOINT_FORMAT!r}" \
-            in str(e.value), str(e.value)
+        readable = ("this version reads 'transformer-nb checkpoint 2', 'transformer-nb checkpoint 3' and "
+                    f"{CHECKPOINT_FORMAT!r}")
+        assert says in str(e.value) and readable in str(e.value), str(e.value)
         assert "\n" not in str(e.value)
 
 
@@ -592,6 +594,51 @@ def test_a_checkpoint_from_before_qkv_were_stacked_still_loads(tmp_path):
     fresh = make_model(loaded.config)
     with pytest.raises(CheckpointError, match="its optimizer state does not, so its run cannot be resumed"):
         load_checkpoint(tmp_path / "old.pt", fresh, *noam_optimizer(fresh))
+
+
+def _as_format_3(ckpt: dict) -> dict:
+    """A format 4 checkpoint as format 3 wrote it: the train state's counts under their old names, no `generator_bias`,
+    and a copy-task recipe as `CopyConfig` kept it, in extra["config"] with the Noam `factor` instead of the peak."""
+    state = {{"batches": "step", "steps": "accum_step"}.get(k, k): v for k, v in (ckpt["train_state"] or {}).items()}
+    config = {k: v for k, v in ckpt["config"].items() if k != "generator_bias"}
+    extra = dict(ckpt["extra"] or {})
+    if "recipe" in extra:
+        recipe = dict(extra.pop("recipe"))
+        recipe["factor"] = recipe.pop("lr") * (recipe["d_model"] * recipe["warmup"]) ** 0.5
+        extra["config"] = recipe
+    return {**ckpt, "format": "transformer-nb checkpoint 3", "train_state": state, "config": config, "extra": extra}
+
+
+def test_a_run_saved_in_format_3_resumes_as_if_saved_now(tmp_path):
+    """A run saved by the version before the renames (format 3: the train state's `step` and `accum_step`, the recipe
+    a `CopyConfig` in extra["config"] with a Noam `factor`) resumes exactly as the same run saved now."""
+    from transformer_nb.copy_task import CopyRecipe, train_copy
+    held = torch.randint(3, 11, (20, 6))
+    held[:, 0], held[:, -1] = 1, 2
+    new, old = tmp_path / "new.pt", tmp_path / "old.pt"
+    train_copy(CopyRecipe(epochs=1, batches_per_epoch=3), held_out=held, progress=False, save=new)
+    torch.save(_as_format_3(torch.load(new, weights_only=True)), old)
+    _, _, from_new = train_copy(CopyRecipe(epochs=2), held_out=held, progress=False, resume=new, save=tmp_path / "a.pt")
+    _, _, from_old = train_copy(CopyRecipe(epochs=2), held_out=held, progress=False, resume=old, save=tmp_path / "b.pt")
+    assert [r["loss"] for r in from_old] == [r["loss"] for r in from_new] and from_old[-1]["step"] == 6
+
+
+def test_a_format_3_model_without_biases_keeps_its_output_bias(tmp_path):
+    """Format 3's `bias=False` model still had a bias in its output layer, which format 4's has not: it loads with
+    `generator_bias=True`, computing what it computed, and saves as such."""
+    torch.manual_seed(0)
+    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0, bias=False, generator_bias=True).eval()
+    torch.nn.init.normal_(model.generator.proj.bias)
+    save_checkpoint(tmp_path / "new.pt", model)
+    old = _as_format_3(torch.load(tmp_path / "new.pt", weights_only=True))
+    old["config"]["bias"] = False
+    torch.save(old, tmp_path / "old.pt")
+    loaded = model_from_checkpoint(tmp_path / "old.pt")
+    assert loaded.config.generator_bias is True and loaded.config.bias is False
+    src, tgt = torch.randint(1, 10, (2, 5)), torch.randint(1, 10, (2, 4))
+    assert torch.equal(loaded.generator(loaded(src, tgt, None)), model.generator(model(src, tgt, None)))
+    plain = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, bias=False)
+    assert not any(n.endswith("bias") for n, _ in plain.named_parameters())
 
 
 def test_train_runs_a_model_of_another_kind_through_its_protocol(tmp_path):
@@ -632,11 +679,11 @@ def test_train_runs_a_model_of_another_kind_through_its_protocol(tmp_path):
 
 def test_a_run_saved_under_home_resumes_from_a_tilde_path(tmp_path, monkeypatch):
     "`~` is the home folder for `resume` as for `save`: the same file continues its own run."
-    from transformer_nb.copy_task import CopyConfig, train_copy
+    from transformer_nb.copy_task import CopyRecipe, train_copy
     monkeypatch.setenv("HOME", str(tmp_path))
-    train_copy(CopyConfig(epochs=1, batches_per_epoch=2), save="~/run.pt", progress=False)
+    train_copy(CopyRecipe(epochs=1, batches_per_epoch=2), save="~/run.pt", progress=False)
     assert (tmp_path / "run.pt").is_file()
-    _, history = train_copy(CopyConfig(epochs=2, batches_per_epoch=2), save="~/run.pt", resume="~/run.pt",
+    _, _, history = train_copy(CopyRecipe(epochs=2, batches_per_epoch=2), save="~/run.pt", resume="~/run.pt",
                             progress=False)
     assert [r["epoch"] for r in history] == [1, 2]
 
@@ -705,7 +752,7 @@ def test_one_default_length_for_both_positional_tables_and_no_shared_default_rec
     config = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
     assert default(PositionalEncoding, "max_positions") == default(LearnedPositionalEncoding, "max_positions") \
         == config["max_positions"] == 5000
-    assert default(train_copy, "config") is None                        # each call makes its own CopyConfig()
+    assert default(train_copy, "recipe") is None                        # each call makes its own CopyRecipe()
 
 
 @pytest.mark.parametrize("ties", [{}, {"tie_weights": True}, {"tie_weights": True, "share_embeddings": True}])
@@ -733,14 +780,35 @@ def test_a_model_rebuilt_from_its_file_draws_no_random_numbers_and_keeps_its_tie
 def test_a_run_with_another_optimizer_resumes(tmp_path, name):
     """The optimizer-state check compares with what a step of the run's own optimizer makes (NAdam's and ASGD's
     scalar entries, Adafactor's row and column statistics), so any of them resumes, not only Adam."""
-    from transformer_nb.copy_task import CopyConfig, epoch_batches
+    from transformer_nb.copy_task import CopyRecipe, epoch_batches
     from transformer_nb.fit import train
 
     def run(epochs, resume=None):
         torch.manual_seed(0)
         model = make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0)
         optimizer = getattr(torch.optim, name)(model.parameters(), lr=1e-3)
-        return train(lambda e: epoch_batches(CopyConfig(batches_per_epoch=2), e), model, optimizer=optimizer,
+        return train(lambda e: epoch_batches(CopyRecipe(batches_per_epoch=2), e), model, optimizer=optimizer,
                      epochs=epochs, save=tmp_path / "run.pt", resume=resume, progress=False)
     run(1)
     assert [r["epoch"] for r in run(2, resume=tmp_path / "run.pt")] == [1, 2]
+
+
+def test_every_trainer_returns_the_same_shape():
+    "train_copy, train_translation and train_text_task each return a TrainResult: (model, tokenizer, history)."
+    from transformer_nb.copy_task import CopyRecipe, train_copy
+    from transformer_nb.data import bucket_batches, encode_pairs
+    from transformer_nb.fit import TrainResult
+    from transformer_nb.text_task import train_text_task
+    from transformer_nb.translation import TranslationRecipe, train_translation
+    pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
+    copy = train_copy(CopyRecipe(epochs=1, batches_per_epoch=1), progress=False)
+    text = train_translation(TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200,
+                                               warmup=1, precision="fp32"), pairs, pairs[:4], progress=False)
+    model = make_model(text.model.config)
+    task = train_text_task(model, text.tokenizer, bucket_batches(encode_pairs(pairs, text.tokenizer), 200), 1,
+                           progress=False)
+    for result, tokenizer in ((copy, None), (text, text.tokenizer), (task, text.tokenizer)):
+        assert type(result) is TrainResult and result.tokenizer is tokenizer
+        model, _, history = result                                     # a tuple with names
+        assert model is result.model and [r["epoch"] for r in history] == [1]
+    assert task.model is model                                         # trained in place, and returned

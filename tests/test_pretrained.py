@@ -32,13 +32,13 @@ def test_the_shipped_file_is_at_most_10_mb_and_packaged():
 def test_the_shipped_translator_reproduces_the_chapters_test_bleu():
     from transformer_nb.bleu import bleu
     from transformer_nb.data import load_multi30k
-    from transformer_nb.translation import TranslationConfig
+    from transformer_nb.translation import TranslationRecipe
 
     model, tokenizer, history = load_pretrained()
-    config = TranslationConfig()
-    assert len(history) == config.epochs
+    recipe = TranslationRecipe()
+    assert len(history) == recipe.epochs
     test = load_multi30k("test", DATA)
-    out = translate(model, tokenizer, [de for de, _ in test], config.beam_size, config.length_penalty,
-                    precision=config.precision)
+    out = translate(model, tokenizer, [de for de, _ in test], recipe.beam_size, recipe.length_penalty,
+                    precision=recipe.precision)
     score = bleu(out, [en for _, en in test]).score
     assert abs(score - chapter_test_bleu()) <= 0.3, (score, chapter_test_bleu())

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from transformer_nb.attention import attention, MultiHeadedAttention
-from transformer_nb.copy_task import CopyConfig, train_copy
+from transformer_nb.copy_task import CopyRecipe, train_copy
 from transformer_nb.masks import padding_mask, make_std_mask, subsequent_mask
 from transformer_nb.model import make_model
 
@@ -138,11 +138,11 @@ def test_eval_mode_is_deterministic():
 
 
 def test_fixed_seed_reproduces_training_losses():
-    config = CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, seed=3)
-    first = [r["loss"] for r in train_copy(config)[1]]
-    second = [r["loss"] for r in train_copy(config)[1]]
+    recipe = CopyRecipe(epochs=2, batches_per_epoch=5, dropout=0.1, seed=3)
+    first = [r["loss"] for r in train_copy(recipe).history]
+    second = [r["loss"] for r in train_copy(recipe).history]
     assert first == second
-    other = [r["loss"] for r in train_copy(CopyConfig(epochs=2, batches_per_epoch=5, dropout=0.1, seed=4))[1]]
+    other = [r["loss"] for r in train_copy(CopyRecipe(epochs=2, batches_per_epoch=5, dropout=0.1, seed=4)).history]
     assert other != first
 
 
@@ -187,7 +187,7 @@ def test_accumulation_takes_the_step_of_one_batch_of_all_the_sentences():
         (SimpleLossCompute(m_mean.generator, LabelSmoothing(10, PAD))(out, x.tgt_y, x.ntokens)[1] / 2).backward()
     torch.optim.SGD(m_mean.parameters(), lr=0.1).step()
     assert not all(torch.allclose(p1, p2, atol=1e-6) for p1, p2 in zip(m_mean.parameters(), m_big.parameters()))
-    assert (st_accum.step, st_accum.accum_step, s_accum.last_epoch) == (2, 1, 1)
+    assert (st_accum.batches, st_accum.steps, s_accum.last_epoch) == (2, 1, 1)
 
 
 def test_check_mask_accepts_exactly_what_broadcasts():

@@ -21,9 +21,9 @@ def test_encode_decode_round_trip(texts, extra, vocab_extra):
     alphabet = {c for t in texts for w in pre_tokenize(t) for c in w}
     if not alphabet:                                                       # nothing to learn from: refused
         with pytest.raises(ValueError, match="`texts` holds no characters"):
-            Tokenizer.train(texts, vocab_size=len(Tokenizer.specials) + vocab_extra)
+            Tokenizer.train(texts, vocab=len(Tokenizer.specials) + vocab_extra)
         return
-    tok = Tokenizer.train(texts, vocab_size=len(Tokenizer.specials) + len(alphabet) + vocab_extra)
+    tok = Tokenizer.train(texts, vocab=len(Tokenizer.specials) + len(alphabet) + vocab_extra)
     assert len(tok) <= len(Tokenizer.specials) + len(alphabet) + vocab_extra
     for text in texts:
         assert tok.decode(tok.encode(text)) == " ".join(text.split())

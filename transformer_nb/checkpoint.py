@@ -17,7 +17,7 @@ from .attention import stack_qkv
 from .model import ModelConfig, make_model, make_model_defaults
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'READABLE_FORMATS', 'save_checkpoint', 'python_number', 'CheckpointError', 'check_map_location', 'read_checkpoint']
+__all__ = ['CHECKPOINT_FORMAT', 'EARLIER_FORMATS', 'READABLE_FORMATS', 'save_checkpoint', 'python_number', 'CheckpointError', 'check_map_location', 'read_checkpoint']
 
 # %% ../nbs/12_fit.ipynb #6e42d7f8
 #| code-fold: true
@@ -55,8 +55,9 @@ def save_checkpoint(path, model, optimizer=None, scheduler=None, train_state=Non
                         replaces=replaces if replaces is not None or not overwrite else "any")
 
 
-CHECKPOINT_FORMAT = "transformer-nb checkpoint 3"   # 3: W^Q, W^K, W^V stacked in one `w_qkv` (chapter 02)
-READABLE_FORMATS = ("transformer-nb checkpoint 2", CHECKPOINT_FORMAT)   # 2: the same model, W^Q, W^K, W^V apart
+CHECKPOINT_FORMAT = "transformer-nb checkpoint 4"   # 4: the train state's `batches`, `steps`; `generator_bias`
+EARLIER_FORMATS = {"transformer-nb checkpoint 2": 2, "transformer-nb checkpoint 3": 3}   # read, and brought up to 4
+READABLE_FORMATS = (*EARLIER_FORMATS, CHECKPOINT_FORMAT)
 _PLAIN = (type(None), bool, int, float, complex, str, torch.Tensor)
 
 
@@ -127,14 +128,18 @@ def read_checkpoint(path, map_location="cpu", kind: str | None = None) -> dict:
         raise CheckpointError(path, "it holds no `config` and `model` entries")
     if ckpt.get("format") not in READABLE_FORMATS:                        # an earlier version's file, or none
         saved = f"its format is {ckpt['format']!r}" if "format" in ckpt else "it names no format"
-        raise CheckpointError(path, f"{saved}; this version reads {' and '.join(map(repr, READABLE_FORMATS))}",
+        readable = ", ".join(map(repr, READABLE_FORMATS[:-1])) + f" and {READABLE_FORMATS[-1]!r}"
+        raise CheckpointError(path, f"{saved}; this version reads {readable}",
                               ours=True)
+    if ckpt.get("extra") is not None and not isinstance(ckpt["extra"], dict):
+        raise CheckpointError(path, f"its `extra` is a {type(ckpt['extra']).__name__}, not a dict")
     saved_kind = ckpt.get("kind") or ("translation" if "tokenizer" in (ckpt.get("extra") or {}) else "plain")
     if kind is not None and saved_kind != kind:
         raise CheckpointError(path, f"a checkpoint of a {saved_kind} model, not of a {kind} model", ours=True)
     latest = ckpt.get("extra").get("latest") if isinstance(ckpt.get("extra"), dict) else None
     if latest is not None and not isinstance(latest, dict):
         raise CheckpointError(path, f"its latest weights (extra['latest']) are a {type(latest).__name__}, not tensors")
+    _from_earlier_format(ckpt)
     try:
         _check_config_against_weights(ckpt["config"], ckpt["model"])
         if latest is not None:                                            # the weights a moving average followed
@@ -163,6 +168,18 @@ def _load_error(e: Exception, path: Path) -> str:
         return "it holds Python objects that the safe loader refuses to run" + (f": {detail}" if detail else "")
     first = text.strip().splitlines()[0][:80] if text.strip() else ""
     return f"a truncated or damaged file ({type(e).__name__}{': ' + first if first else ''})"
+
+
+def _from_earlier_format(ckpt: dict):
+    """A file of format 2 or 3 in format 4's terms: the train state's `step` and `accum_step` become `batches` and
+    `steps` (chapter 05), and a model built with `bias=False` keeps the output bias it was trained with
+    (`generator_bias=True`; in format 4, `bias=False` has none). Format 2's separate W^Q, W^K, W^V are stacked once
+    their shapes are checked (below)."""
+    if ckpt["format"] not in EARLIER_FORMATS:
+        return
+    if isinstance(state := ckpt.get("train_state"), dict):
+        ckpt["train_state"] = {{"step": "batches", "accum_step": "steps"}.get(k, k): v for k, v in state.items()}
+    ckpt["config"].setdefault("generator_bias", True if ckpt["config"].get("bias") is False else None)
 
 
 def _check_config_against_weights(config: dict, weights: dict):

@@ -2,13 +2,16 @@
 
 # %% ../nbs/modules/00_embedding-checks.ipynb #c4ec0003
 """What every module asks of its arguments, checked in one way: activations of shape `(batch, len, d_model)`, and
-integers and numbers that are not booleans (chapter 00)."""
+integers and numbers that are not booleans, and names of an earlier version refused with a line naming the new one
+(chapter 00)."""
 from __future__ import annotations
+
+import functools
 
 import torch
 
 # %% auto #0
-__all__ = ['check_activations', 'is_int', 'is_number']
+__all__ = ['check_activations', 'is_int', 'is_number', 'renamed', 'renamed_names']
 
 # %% ../nbs/00_embedding.ipynb #c4ec0005
 #| code-fold: true
@@ -28,3 +31,46 @@ def is_int(value) -> bool:
 def is_number(value) -> bool:
     "Whether `value` is an int or a float and not a boolean."
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def renamed(**old: str):
+    """Decorate a function or a class so that an argument an earlier version named otherwise is refused with a line
+    naming what replaced it (`old`: each old name, then what replaced it); on a class, reading the old attribute too."""
+    def decorate(obj):
+        fn = obj.__init__ if isinstance(obj, type) else obj
+        where = obj.__qualname__ if isinstance(obj, type) else fn.__qualname__
+
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            for name in old.keys() & kwargs.keys():
+                raise TypeError(f"{where}(): `{name}` is now {old[name]}")
+            return fn(*args, **kwargs)
+        if not isinstance(obj, type):
+            return checked
+        obj.__init__ = checked
+        for name, new in old.items():
+            def refuse(self, *_, name=name, new=new):
+                raise AttributeError(f"{obj.__name__}.{name} is now {new}")
+            setattr(obj, name, property(refuse, refuse))
+        found = getattr(obj, "__getattr__", None)                      # nn.Module's: parameters, submodules
+
+        def __getattr__(self, name):                                   # after a failed read, the property's too
+            if name in old:
+                raise AttributeError(f"{obj.__name__}.{name} is now {old[name]}")
+            if found is None:
+                raise AttributeError(f"{obj.__name__!r} object has no attribute {name!r}")
+            return found(self, name)
+        obj.__getattr__ = __getattr__
+        return obj
+    return decorate
+
+
+def renamed_names(module: str, **old: str):
+    """A module's `__getattr__` (Python calls it for a name the module lacks) that refuses a name an earlier version of
+    `module` had with a line naming what replaced it: an ImportError, which is what `from module import OldName`
+    shows (an AttributeError would be replaced by Python's "cannot import name"), for a plain read too."""
+    def __getattr__(name: str):
+        if name in old:
+            raise ImportError(f"{module}.{name} is now {old[name]}")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__

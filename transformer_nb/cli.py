@@ -15,13 +15,13 @@ import torch
 
 from .checkpoint import CheckpointError
 from .commands import UsageError, copy_command, summary_command, translate_command
-from .copy_task import CopyConfig
+from .copy_task import CopyRecipe
 from .model import make_model_defaults
-from .translation import TranslationConfig
+from .translation import TranslationRecipe
 from .translator import PRETRAINED_TRANSLATOR
 
 # %% auto #0
-__all__ = ['FIELDS', 'ALIASES', 'LOADED', 'RESUMED', 'build_parser', 'main']
+__all__ = ['FIELDS', 'ALIASES', 'RENAMED', 'LOADED', 'RESUMED', 'build_parser', 'main']
 
 # %% ../nbs/15_cli.ipynb #eed3c74b
 #| code-fold: true
@@ -68,12 +68,12 @@ def _seed(text: str) -> int:
     return value
 
 
-# Every option that sets a field of ModelConfig, CopyConfig or TranslationConfig, once: its check and its help. The
+# Every option that sets a field of ModelConfig, CopyRecipe or TranslationRecipe, once: its check and its help. The
 # option is the field's name (`--d-model` sets `d_model`); its default is the field's default in the command's recipe.
 FIELDS = {
     "src_vocab": (_positive, "source vocabulary size"),
     "tgt_vocab": (_positive, "target vocabulary size"),
-    "vocab_size": (_positive, "joint BPE vocabulary of both languages"),
+    "vocab": (_positive, "joint BPE vocabulary of both languages"),
     "N": (_positive, "layers per stack"),
     "d_model": (_positive, "model width"),
     "d_ff": (_positive, "feed-forward width"),
@@ -98,6 +98,13 @@ FIELDS = {
     "length_penalty": (_alpha, "beam search's length penalty alpha; 0: none"),
 }
 ALIASES = {"beam_size": ["--beam"]}                      # an older name, still accepted
+RENAMED = {"translate": {"--vocab-size": "--vocab"}}      # options of an earlier version, refused with the new name
+
+
+class _Renamed(argparse.Action):
+    "An option an earlier version had: refused with a line naming the one that replaced it."
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is now {self.const}")
 
 
 def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict | None, names: list[str]):
@@ -142,8 +149,8 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
                                      "'Attention Is All You Need', from the transformer_nb notebooks.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     c = sub.add_parser("copy", help="train the copy task (or load a checkpoint), print accuracy and examples")
-    d = asdict(CopyConfig())
-    _add_fields(c, f"the recipe (CopyConfig; an epoch is {d['batches_per_epoch']} batches)", fill(d),
+    d = asdict(CopyRecipe())
+    _add_fields(c, f"the recipe (CopyRecipe; an epoch is {d['batches_per_epoch']} batches)", fill(d),
                 ["N", "d_model", "d_ff", "h", "pre_norm", "batch_size", "epochs", "seed", "device", "precision"])
     _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
@@ -155,10 +162,12 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
                    "~/.cache/transformer_nb, or $TRANSFORMER_NB_CACHE)")
     t.add_argument("--train-pairs", type=_positive, default=None,
                    help="train on the first this many pairs only (default: all 29000)")
-    _add_fields(t, "the recipe (TranslationConfig)", fill(asdict(TranslationConfig())),
-                ["vocab_size", "N", "d_model", "d_ff", "h", "max_tokens", "epochs", "lr", "warmup", "schedule", "seed",
+    _add_fields(t, "the recipe (TranslationRecipe)", fill(asdict(TranslationRecipe())),
+                ["vocab", "N", "d_model", "d_ff", "h", "max_tokens", "epochs", "lr", "warmup", "schedule", "seed",
                  "device", "precision", "beam_size", "length_penalty"])
     _add_run_args(t, "the model and its tokenizer")
+    for old, new in RENAMED["translate"].items():
+        t.add_argument(old, action=_Renamed, const=new, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
     t.add_argument("--pretrained", action="store_true", help="use the translator the package ships (chapter 08's "

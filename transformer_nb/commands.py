@@ -17,14 +17,14 @@ from .bleu import bleu
 from .checkpoint import read_checkpoint, CheckpointError
 from .rebuild import model_from_checkpoint
 from .recipe import saved_recipe
-from .copy_task import CopyConfig, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
+from .copy_task import CopyRecipe, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .data import MULTI30K_SHA256, load_multi30k
 from .decoding import greedy_decode
 from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
 from .model import ModelConfig, make_model, parameter_table
-from .translation import TranslationConfig, train_translation, recipe_from_checkpoint, linear_end
+from .translation import TranslationRecipe, train_translation, recipe_from_checkpoint, linear_end
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
@@ -51,8 +51,8 @@ def _resumed(a: argparse.Namespace) -> dict:
     return {"device": a.device, "epochs": a.epochs, **({"precision": a.precision} if "precision" in a.given else {})}
 
 
-def _config(cls, a: argparse.Namespace):
-    "A `cls` (CopyConfig, TranslationConfig) with every field the command line has an option for taken from it."
+def _recipe(cls, a: argparse.Namespace):
+    "A `cls` (CopyRecipe, TranslationRecipe) with every field the command line has an option for taken from it."
     try:
         return cls(**{f.name: getattr(a, f.name) for f in fields(cls) if hasattr(a, f.name)})
     except ValueError as e:                      # the recipe's own checks (a limit the options do not know)
@@ -145,16 +145,16 @@ def copy_command(a: argparse.Namespace) -> int:
         print(f"loaded {a.checkpoint}: "
               + ", ".join(f"{k}={getattr(model.config, k)}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
     else:
-        config = _config(CopyConfig, a)
+        recipe = _recipe(CopyRecipe, a)
         if a.resume is not None:
-            config = saved_recipe(a.resume, CopyConfig, "copy", **_resumed(a))
-        held = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
-        print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={config.N}, "
-              f"d_model={config.d_model}, d_ff={config.d_ff}, h={config.h}, batch {config.batch_size}, "
-              f"{config.batches_per_epoch} batches per epoch, seed {config.seed}", flush=True)
+            recipe = saved_recipe(a.resume, CopyRecipe, "copy", **_resumed(a))
+        held = held_out_set(vocab=recipe.vocab, min_symbols=recipe.min_symbols, max_symbols=recipe.max_symbols)
+        print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={recipe.N}, "
+              f"d_model={recipe.d_model}, d_ff={recipe.d_ff}, h={recipe.h}, batch {recipe.batch_size}, "
+              f"{recipe.batches_per_epoch} batches per epoch, seed {recipe.seed}", flush=True)
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
                                  f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
-        model, history = _train(a, lambda done: train_copy(config, held_out=held, save=a.save, resume=a.resume,
+        model, _, history = _train(a, lambda done: train_copy(recipe, held_out=held, save=a.save, resume=a.resume,
                                                            on_epoch=lambda r: (done(r), report(r)), world=world,
                                                            compile=a.compile))
         if a.save is not None:
@@ -197,26 +197,26 @@ def translate_command(a: argparse.Namespace) -> int:
         print(f"loaded {name}: {len(tokenizer)} tokens, "
               + ", ".join(f"{k}={getattr(model.config, k)}" for k in ("N", "d_model", "d_ff", "h")))
     else:
-        config = _config(TranslationConfig, a)
+        recipe = _recipe(TranslationRecipe, a)
         if a.resume is not None:
-            config = replace(saved := recipe_from_checkpoint(a.resume), **_resumed(a))
-            if saved.schedule == "linear" and config.epochs != saved.epochs:
-                raise UsageError(f"--epochs {config.epochs}: the run in {a.resume} "
+            recipe = replace(saved := recipe_from_checkpoint(a.resume), **_resumed(a))
+            if saved.schedule == "linear" and recipe.epochs != saved.epochs:
+                raise UsageError(f"--epochs {recipe.epochs}: the run in {a.resume} "
                                  f"{linear_end(a.resume, saved, '--epochs ')}")
         train_pairs, val_pairs = _translate_data(a, "train")[: a.train_pairs], _translate_data(a, "val")
         tokenizer = None
         if a.resume is None:                     # learned here, so that a vocabulary too small is named
             try:
-                tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
+                tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], recipe.vocab)
             except ValueError as e:
-                raise UsageError(f"--vocab-size {config.vocab_size}: {e}") from None
+                raise UsageError(f"--vocab {recipe.vocab}: {e}") from None
         print(f"{'resuming ' + str(a.resume) if a.resume else 'training'} German->English on {len(train_pairs)} "
-              f"Multi30k pairs on {a.device}: vocabulary {config.vocab_size}, N={config.N}, d_model={config.d_model}, "
-              f"d_ff={config.d_ff}, h={config.h}, {config.epochs} epochs", flush=True)
+              f"Multi30k pairs on {a.device}: vocabulary {recipe.vocab}, N={recipe.N}, d_model={recipe.d_model}, "
+              f"d_ff={recipe.d_ff}, h={recipe.h}, {recipe.epochs} epochs", flush=True)
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss "
                                  f"{r['val_loss']:.3f}  {r['seconds']:7.1f}s", flush=True)
         model, tokenizer, history = _train(a, lambda done: train_translation(
-            config, train_pairs, val_pairs, tokenizer=tokenizer, save=a.save, resume=a.resume,
+            recipe, train_pairs, val_pairs, tokenizer=tokenizer, save=a.save, resume=a.resume,
             on_epoch=lambda r: (done(r), report(r)), world=world, compile=a.compile))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")
@@ -225,7 +225,7 @@ def translate_command(a: argparse.Namespace) -> int:
         if a.quiet:                                           # training is shared; evaluating is the main process's
             return 0
     decoder = "greedy" if a.beam_size == 1 else f"beam {a.beam_size}, length penalty {a.length_penalty}"
-    precision = a.precision if a.checkpoint is not None else config.precision       # a resumed run's, unless given
+    precision = a.precision if a.checkpoint is not None else recipe.precision       # a resumed run's, unless given
 
     def decode(sentences, option):
         try:

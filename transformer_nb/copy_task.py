@@ -13,13 +13,16 @@ from .model import ModelConfig, make_model
 from .batch import Batch
 from .rebuild import model_from_checkpoint
 from .recipe import check_recipe, saved_recipe, check_saved_model
-from .fit import train
+from .fit import train, TrainResult
 from .schedule import noam_optimizer
 from .decoding import greedy_decode
+from .checks import renamed, renamed_names
+
+__getattr__ = renamed_names(__name__, CopyConfig="CopyRecipe")   # an earlier version's name, refused with the new one
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'is_reserved', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyConfig',
-           'epoch_batches', 'train_copy']
+__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'is_reserved', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyRecipe',
+           'epoch_batches', 'copy_optimizer', 'train_copy']
 
 # %% ../nbs/07_copy_task.ipynb #e7bec38c
 PAD, BOS, EOS = 0, 1, 2
@@ -55,7 +58,7 @@ def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: i
 
 def is_reserved(seqs) -> torch.Tensor:
     """Which sequences `(n, width)` are set aside for evaluation: a fixed hash of their tokens picks about 1 in 7.
-    It depends on nothing else (no seed, no config), so training, which never draws them, cannot see a held-out one."""
+    It depends on nothing else (no seed, no recipe), so training, which never draws them, cannot see a held-out one."""
     weights = torch.tensor([pow(31, i, 1_000_003) for i in range(seqs.size(1))])
     return (seqs * weights).sum(dim=1) % 7 == 0
 
@@ -96,8 +99,9 @@ def _check_sequences(seqs, name: str):
         raise ValueError(f"`{name}` must be a (n >= 1, width) tensor of token ids, got {got}")
 
 # %% ../nbs/07_copy_task.ipynb #b9a35a8e
+@renamed(factor="`lr`, the peak learning rate (Noam's factor f peaks at f / sqrt(d_model * warmup))")
 @dataclass
-class CopyConfig:
+class CopyRecipe:
     "The copy-task recipe: model size, data, optimizer schedule and stopping rule."
     vocab: int = 11
     min_symbols: int = 1
@@ -111,7 +115,7 @@ class CopyConfig:
     batch_size: int = 128
     batches_per_epoch: int = 50
     epochs: int = 60              # at most; training stops at target_accuracy
-    factor: float = 1.0           # Noam schedule
+    lr: float = (32 * 100) ** -0.5   # the peak, after `warmup` steps: the paper's schedule at d_model 32, warmup 100
     warmup: int = 100
     smoothing: float = 0.0
     target_accuracy: float = 1.0
@@ -122,7 +126,7 @@ class CopyConfig:
     def __post_init__(self):      # every field checked when a recipe is made or read back (appendix 12)
         check_recipe(self, dict(vocab=4, min_symbols=1, max_symbols=self.min_symbols, batch_size=1,
                                 batches_per_epoch=1, epochs=1, warmup=1, seed=0),
-                     dict(factor=(lambda x: x > 0, "a positive number"),
+                     dict(lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
                           smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
                           target_accuracy=(lambda x: 0 < x <= 1, "a fraction in (0, 1]")))
         if self.batch_size > 65_536:                     # sequences per batch, all in memory at once
@@ -135,41 +139,48 @@ class CopyConfig:
                            pre_norm=self.pre_norm, padding_idx=PAD)
 
 
-def epoch_batches(config: CopyConfig, epoch: int) -> list:
+@renamed(config="`recipe`")
+def epoch_batches(recipe: CopyRecipe, epoch: int) -> list:
     "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
-    g = torch.Generator().manual_seed((config.seed * 100_003 + epoch) % 2**63)     # any seed the recipe accepts
-    return copy_batches(config.batches_per_epoch, config.batch_size, config.vocab, config.min_symbols,
-                        config.max_symbols, g)
+    g = torch.Generator().manual_seed((recipe.seed * 100_003 + epoch) % 2**63)     # any seed the recipe accepts
+    return copy_batches(recipe.batches_per_epoch, recipe.batch_size, recipe.vocab, recipe.min_symbols,
+                        recipe.max_symbols, g)
 
 
-def train_copy(config: CopyConfig | None = None, held_out=None, progress: bool | None = None, on_epoch=None,
+def copy_optimizer(model, recipe: CopyRecipe):
+    "Adam and the paper's schedule (chapter 05), scaled to peak at `recipe.lr` after `recipe.warmup` steps."
+    return noam_optimizer(model, recipe.lr * (recipe.d_model * recipe.warmup) ** 0.5, recipe.warmup)
+
+
+@renamed(config="`recipe` (`config` names the model's ModelConfig)")
+def train_copy(recipe: CopyRecipe | None = None, held_out=None, progress: bool | None = None, on_epoch=None,
                save=None, resume=None, world=None, compile: bool | str = False):
-    """Train a model on the copy task (`config`, default `CopyConfig()`) until `config.target_accuracy` on `held_out`
-    (default `held_out_set()`) or `config.epochs`. Returns `(model, history)`: one record per epoch with steps, seconds,
-    loss and accuracy.
+    """Train a model on the copy task (`recipe`, default `CopyRecipe()`) until `recipe.target_accuracy` on `held_out`
+    (default `held_out_set()`) or `recipe.epochs`. Returns a `TrainResult` (appendix 12), `(model, None, history)`:
+    no tokenizer, and one record per epoch with steps, seconds, loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
-    `config.epochs`, `config.device` and `config.precision` are taken from `config`); `world`: several processes
+    `recipe.epochs`, `recipe.device` and `recipe.precision` are taken from `recipe`); `world`: several processes
     (chapter 09); `compile`: `train`'s (appendix 12)."""
-    config = CopyConfig() if config is None else config
-    if not isinstance(config, CopyConfig):
-        raise TypeError(f"`config` must be a CopyConfig, got {type(config).__name__}")
+    recipe = CopyRecipe() if recipe is None else recipe
+    if not isinstance(recipe, CopyRecipe):
+        raise TypeError(f"`recipe` must be a CopyRecipe, got {type(recipe).__name__}")
     if resume is not None:
-        config = saved_recipe(resume, CopyConfig, "copy", epochs=config.epochs, device=config.device,
-                              precision=config.precision)
-        model = model_from_checkpoint(resume, config.device, kind="copy")
-        check_saved_model(resume, model.config, config.model_config())
+        recipe = saved_recipe(resume, CopyRecipe, "copy", epochs=recipe.epochs, device=recipe.device,
+                              precision=recipe.precision)
+        model = model_from_checkpoint(resume, recipe.device, kind="copy")
+        check_saved_model(resume, model.config, recipe.model_config())
     else:
-        torch.manual_seed(config.seed)
-        model = make_model(config.model_config())
-    model.to(config.device)
+        torch.manual_seed(recipe.seed)
+        model = make_model(recipe.model_config())
+    model.to(recipe.device)
     if held_out is None:
-        held_out = held_out_set(vocab=config.vocab, min_symbols=config.min_symbols, max_symbols=config.max_symbols)
+        held_out = held_out_set(vocab=recipe.vocab, min_symbols=recipe.min_symbols, max_symbols=recipe.max_symbols)
     _check_sequences(held_out, "held_out")
-    optimizer, scheduler = noam_optimizer(model, config.factor, config.warmup)
-    history = train(lambda epoch: epoch_batches(config, epoch), model, optimizer=optimizer, scheduler=scheduler,
-                    epochs=config.epochs, smoothing=config.smoothing, progress=progress, on_epoch=on_epoch,
+    optimizer, scheduler = copy_optimizer(model, recipe)
+    history = train(lambda epoch: epoch_batches(recipe, epoch), model, optimizer=optimizer, scheduler=scheduler,
+                    epochs=recipe.epochs, smoothing=recipe.smoothing, progress=progress, on_epoch=on_epoch,
                     evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
-                    stop=lambda h: h[-1]["accuracy"] >= config.target_accuracy,
-                    save=save, resume=resume, extra={"config": asdict(config)}, kind="copy", world=world,
-                    precision=config.precision, compile=compile)
-    return model, history
+                    stop=lambda h: h[-1]["accuracy"] >= recipe.target_accuracy,
+                    save=save, resume=resume, extra={"recipe": asdict(recipe)}, kind="copy", world=world,
+                    precision=recipe.precision, compile=compile)
+    return TrainResult(model, None, history)

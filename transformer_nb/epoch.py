@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .precision import autocast
+from .checks import renamed
 
 # %% auto #0
 __all__ = ['run_epoch', 'TrainState', 'show_progress']
@@ -43,10 +44,10 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     model.train(train)
     total = total if total is not None else (len(data_iter) if hasattr(data_iter, "__len__") else None)
     bar = tqdm(total=total, disable=not show_progress(progress), leave=False, unit="batch", desc=mode)
-    batches, total_loss, total_tokens, last = iter(data_iter), 0.0, 0, None
+    stream, total_loss, total_tokens, last = iter(data_iter), 0.0, 0, None
     start = time.perf_counter()
     with torch.set_grad_enabled(train), bar:
-        while window := list(itertools.islice(batches, accum_iter if train else 1)):   # the batches of one step
+        while window := list(itertools.islice(stream, accum_iter if train else 1)):   # the batches of one step
             window_tokens, window_loss = sum(b.ntokens for b in window), 0.0
             for j, batch in enumerate(window):
                 with _no_sync(model, train and j < len(window) - 1):     # several processes: sync at the last
@@ -58,17 +59,17 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
                         (loss_node * (batch.ntokens / max(window_tokens, 1))).backward()
                 window_loss = window_loss + loss                         # a tensor: it stays on the device
                 bar.update()
-            logged = train and (train_state.accum_step + 1) % log_every == 0   # this step goes into the log
+            logged = train and (train_state.steps + 1) % log_every == 0   # this step goes into the log
             if device.type == "cpu" or logged:                           # read: free on a CPU, a wait on a GPU
                 window_loss = float(window_loss)
                 if train and not math.isfinite(window_loss):             # stop before the step spreads it
-                    raise FloatingPointError(f"the loss is {window_loss} at step {train_state.accum_step + 1}: "
+                    raise FloatingPointError(f"the loss is {window_loss} at step {train_state.steps + 1}: "
                                              "training stopped before this step updated the weights (check the data "
                                              "and the learning rate)")
             total_loss, total_tokens = total_loss + window_loss, total_tokens + window_tokens
             lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0   # the rate this step uses
             if train:
-                train_state.step += len(window)
+                train_state.batches += len(window)
                 train_state.samples += sum(b.nsamples for b in window)
                 train_state.tokens += window_tokens
                 _optimizer_step(optimizer, scheduler, train_state)
@@ -89,11 +90,13 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
 # %% ../nbs/05_training.ipynb #979fd6b2
 #| code-fold: true
 #| code-summary: Show the code (train state, progress bar, log record, optimizer step)
+@renamed(step="`batches` (batches trained on; `steps` counts optimizer steps, as the log's `step` does)",
+         accum_step="`steps`")
 @dataclass
 class TrainState:
     "Running totals across epochs, and a log of `{step, loss, tokens_per_s, lr}` records."
-    step: int = 0          # batches trained on
-    accum_step: int = 0    # optimizer steps taken
+    batches: int = 0       # batches trained on
+    steps: int = 0         # optimizer steps taken
     samples: int = 0       # sentences seen
     tokens: int = 0        # label tokens seen
     history: list = field(default_factory=list)
@@ -112,7 +115,7 @@ def show_progress(progress: bool | None = None) -> bool:
 
 def _record(train_state, loss: float, tokens: int, lr: float, total_tokens: int, start: float) -> dict:
     "One line of the log: the step, its loss per token, the epoch's tokens per second so far, the learning rate."
-    return dict(step=train_state.accum_step, loss=loss / max(tokens, 1),
+    return dict(step=train_state.steps, loss=loss / max(tokens, 1),
                 tokens_per_s=total_tokens / max(time.perf_counter() - start, 1e-9), lr=lr)
 
 
@@ -126,6 +129,6 @@ def _no_sync(model, inner: bool):
 def _optimizer_step(optimizer, scheduler, train_state):
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    train_state.accum_step += 1
+    train_state.steps += 1
     if scheduler is not None:
         scheduler.step()                                                  # once per optimizer step

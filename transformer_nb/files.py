@@ -72,10 +72,11 @@ def file_mark(path):
 
 
 def _put_in_place(tmp: str, path: Path, replaces):
-    """Give `tmp` the name `path` only where no file is (`replaces` None) or onto the file `replaces` marks. On Linux
-    nothing can slip in between the comparison and the write: `os.link` never replaces a file, and the two names are
-    exchanged in one step (a stranger's file gets its name back at once). Where the file system cannot (not Linux;
-    network file systems, FAT, many FUSE mounts), a check, then a rename."""
+    """Give `tmp` the name `path` only where no file is (`replaces` None) or onto the file `replaces` marks. Nothing can
+    slip in between the comparison and the write: `os.link` never replaces a file, and on Linux the two names are
+    exchanged in one step (a stranger's file gets its name back at once). Where the step is missing (a link: FAT and
+    some network file systems; an exchange: not Linux, or network file systems and many FUSE mounts), a check, then a
+    rename."""
     if replaces is not None and _exchange(tmp, path):                  # tmp now names what was at `path`
         ours = False
         try:

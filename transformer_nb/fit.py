@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
@@ -23,9 +24,18 @@ from .checks import is_int, is_number
 from .distributed import SingleProcess
 
 # %% auto #0
-__all__ = ['train']
+__all__ = ['TrainResult', 'train']
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
+class TrainResult(NamedTuple):
+    """What the trainers of chapters 07, 08 and 10 return: the trained `model`, its `tokenizer` (None for a task
+    without text, such as the copy task) and its `history`, one record per epoch. A tuple with names:
+    `model, tokenizer, history = train_translation(...)`, or `train_copy().history`."""
+    model: torch.nn.Module
+    tokenizer: "Tokenizer | None"
+    history: list
+
+
 def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, epochs: int, accum_iter: int = 1,
           smoothing: float = 0.0, evaluate=None, stop=None, on_epoch=None, save=None, resume=None,
           extra: dict | None = None, kind: str = "plain", progress: bool | None = None, world=None,
@@ -137,7 +147,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                 scores = {k: python_number(v) for k, v in scores.items()}
             if not isinstance(scores, dict) or not all(is_number(v) for v in scores.values()):
                 raise TypeError(f"`evaluate` must return a dict of numbers (Python's or NumPy's), got {scores!r:.80}")
-            record = dict(epoch=epoch, step=state.accum_step, seconds=0.0, loss=loss, **scores)
+            record = dict(epoch=epoch, step=state.steps, seconds=0.0, loss=loss, **scores)
             # evaluation included
             record["seconds"] = (history[-1]["seconds"] if history else 0.0) + time.perf_counter() - start
             history.append(record)

@@ -217,7 +217,8 @@ def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, t
                        dropout=layer.sublayer[0].dropout.p, pre_norm=layer.pre_norm, max_positions=max_positions,
                        padding_idx=tgt_embedding.padding_idx, final_norm=isinstance(enc.norm, LayerNorm),
                        tie_weights=generator is None or generator.weight is tgt_embedding.weight,
-                       share_embeddings=src_embedding.weight is tgt_embedding.weight, bias=_our_bias(layer))
+                       share_embeddings=src_embedding.weight is tgt_embedding.weight, bias=_our_bias(layer),
+                       generator_bias=None if generator is None else generator.bias is not None)
     with torch.no_grad():
         model.encoder.load_state_dict(enc.state_dict())
         model.decoder.load_state_dict(dec.state_dict())
@@ -227,6 +228,4 @@ def model_from_torch(transformer: nn.Transformer, src_embedding: nn.Embedding, t
             model.generator.proj.weight.copy_(generator.weight)
             if generator.bias is not None:
                 model.generator.proj.bias.copy_(generator.bias)
-            else:
-                model.generator.proj.bias.zero_()
     return model.to(src_embedding.weight).train(transformer.training)

@@ -9,28 +9,29 @@ import math
 import torch
 from torch import nn
 
-from .checks import is_int
+from .checks import is_int, renamed
 
 # %% auto #0
 __all__ = ['LabelSmoothing', 'SimpleLossCompute']
 
 # %% ../nbs/05_training.ipynb #99d02ad1
+@renamed(size="`vocab`")
 class LabelSmoothing(nn.Module):
-    """KL divergence to a label-smoothed target: `1 - smoothing` on the label, `smoothing / (size - 2)` on every other
+    """KL divergence to a label-smoothed target: `1 - smoothing` on the label, `smoothing / (vocab - 2)` on every other
     non-pad token; pad labels are ignored."""
-    def __init__(self, size: int, padding_idx: int, smoothing: float = 0.0):
+    def __init__(self, vocab: int, padding_idx: int, smoothing: float = 0.0):
         super().__init__()
-        if size < 3 or not 0.0 <= smoothing < 1.0:
-            raise ValueError(f"need size >= 3 and 0 <= smoothing < 1, got size={size}, smoothing={smoothing}")
-        if not is_int(padding_idx) or not 0 <= padding_idx < size:
-            raise ValueError(f"`padding_idx` must be a token id in [0, size={size}), got {padding_idx!r}")
-        self.size, self.padding_idx = size, padding_idx
+        if vocab < 3 or not 0.0 <= smoothing < 1.0:
+            raise ValueError(f"need vocab >= 3 and 0 <= smoothing < 1, got vocab={vocab}, smoothing={smoothing}")
+        if not is_int(padding_idx) or not 0 <= padding_idx < vocab:
+            raise ValueError(f"`padding_idx` must be a token id in [0, vocab={vocab}), got {padding_idx!r}")
+        self.vocab, self.padding_idx = vocab, padding_idx
         self.smoothing, self.confidence = smoothing, 1.0 - smoothing
         self.target = None                                             # the last labels, for `true_dist`
 
     def target_distribution(self, target, dtype=torch.float32):
-        "The smoothed target `q` `(n, size)` for labels `target` `(n,)`: what the loss compares the model with."
-        true_dist = torch.full((target.numel(), self.size), self.smoothing / (self.size - 2), dtype=dtype,
+        "The smoothed target `q` `(n, vocab)` for labels `target` `(n,)`: what the loss compares the model with."
+        true_dist = torch.full((target.numel(), self.vocab), self.smoothing / (self.vocab - 2), dtype=dtype,
                                device=target.device)
         true_dist.scatter_(1, target.unsqueeze(1), self.confidence)    # the label gets 1 - smoothing
         true_dist[:, self.padding_idx] = 0                             # never predict padding
@@ -51,12 +52,12 @@ class LabelSmoothing(nn.Module):
         return torch.where(positive, terms, torch.zeros_like(terms)).sum()  # terms with q = 0 are 0, not NaN
 
     def forward(self, x, target):
-        "`x` `(n, size)` log-probabilities, `target` `(n,)` token ids → summed KL divergence, in closed form."
+        "`x` `(n, vocab)` log-probabilities, `target` `(n,)` token ids → summed KL divergence, in closed form."
         self._check(x, target)
         self.target = target.detach()
-        c, s, pad = self.confidence, self.smoothing / (self.size - 2), self.padding_idx
+        c, s, pad = self.confidence, self.smoothing / (self.vocab - 2), self.padding_idx
         keep = target != pad                                           # (n,): rows that count
-        entropy = c * math.log(c) + (self.size - 2) * s * math.log(s) if s > 0 else 0.0   # Σ q log q, per row
+        entropy = c * math.log(c) + (self.vocab - 2) * s * math.log(s) if s > 0 else 0.0   # Σ q log q, per row
         label = x.gather(1, target.unsqueeze(1)).squeeze(1)            # (n,): log p of the label
         loss = entropy - (c - s) * label
         if s > 0:                                                      # - s Σ_{w ≠ pad} log p(w)
@@ -64,8 +65,8 @@ class LabelSmoothing(nn.Module):
         return torch.where(keep, loss, torch.zeros_like(loss)).sum()
 
     def _check(self, x, target):
-        if x.dim() != 2 or x.size(1) != self.size or target.shape != x.shape[:1]:
-            raise ValueError(f"`x` must be (n, size={self.size}) log-probabilities and `target` (n,), "
+        if x.dim() != 2 or x.size(1) != self.vocab or target.shape != x.shape[:1]:
+            raise ValueError(f"`x` must be (n, vocab={self.vocab}) log-probabilities and `target` (n,), "
                              f"got {tuple(x.shape)} and {tuple(target.shape)}")
 
 # %% ../nbs/05_training.ipynb #7ec03bf9

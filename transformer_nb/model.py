@@ -68,9 +68,9 @@ class EncoderDecoder(nn.Module):
 
 class Generator(nn.Module):
     "Final linear projection and log-softmax: `(batch, len, d_model)` → log-probabilities `(batch, len, vocab)`."
-    def __init__(self, d_model: int, vocab: int):
+    def __init__(self, d_model: int, vocab: int, bias: bool = True):
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab)
+        self.proj = nn.Linear(d_model, vocab, bias=bias)
 
     def forward(self, x):
         logits = self.proj(x)                                          # (batch, len, vocab)
@@ -82,9 +82,9 @@ class Generator(nn.Module):
 class ModelConfig:
     """The model's hyper-parameters, the paper's base model by default; checked when made, then frozen.
     `final_norm`: a LayerNorm after each stack (default: only with pre-norm layers; `nn.Transformer` always has one).
-    `bias=False`: attention, feed-forward and LayerNorm without additive biases (`nn.Transformer(bias=False)`).
-    `attn_dropout`, `ff_dropout`: dropout on attention weights and inside the feed-forward layer (default:
-    `dropout`)."""
+    `bias=False`: no additive biases in attention, feed-forward, LayerNorm (as `nn.Transformer(bias=False)`) or the
+    output layer (`generator_bias`: its own, default `bias`). `attn_dropout`, `ff_dropout`: dropout on attention
+    weights and inside the feed-forward layer (default: `dropout`)."""
     src_vocab: int
     tgt_vocab: int
     N: int = 6
@@ -101,6 +101,7 @@ class ModelConfig:
     share_embeddings: bool = False
     final_norm: bool | None = None
     bias: bool = True
+    generator_bias: bool | None = None
     attn_dropout: float | None = None
     ff_dropout: float | None = None
 
@@ -133,7 +134,7 @@ def make_model(*args, **kwargs) -> EncoderDecoder:
         Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, pre, bias), N, final),
         nn.Sequential(src_emb, c(position)),
         nn.Sequential(tgt_emb, c(position)),
-        Generator(d_model, config.tgt_vocab),
+        Generator(d_model, config.tgt_vocab, bias if config.generator_bias is None else config.generator_bias),
     )
     _init_weights(model, config.padding_idx)
     if config.share_embeddings:
@@ -160,8 +161,7 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
 #| code-summary: Show the code (checking a config's fields)
 _INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_positions")
 _BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
-# far beyond anything this book trains; checked before anything is allocated, so a typo fails at once instead of
-# building layers until memory runs out
+# far beyond anything this book trains, checked before anything is allocated: a typo fails at once, not out of memory
 _LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
                max_positions=100_000)
 MAX_PARAMETERS = 2**31
@@ -188,8 +188,9 @@ def check_config(config: dict):
     for name in _BOOL_ARGS:
         if not isinstance(config[name], bool):
             raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
-    if config["final_norm"] is not None and not isinstance(config["final_norm"], bool):
-        raise ValueError(f"`final_norm` must be True, False or None, got {config['final_norm']!r}")
+    for name in ("final_norm", "generator_bias"):
+        if config.get(name) is not None and not isinstance(config[name], bool):
+            raise ValueError(f"`{name}` must be True, False or None, got {config[name]!r}")
     for name in ("dropout", "attn_dropout", "ff_dropout"):
         p = config.get(name)
         if p is None and name != "dropout":

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 import torch
 
-from .checkpoint import CHECKPOINT_FORMAT, read_checkpoint, CheckpointError
+from .checkpoint import EARLIER_FORMATS, read_checkpoint, CheckpointError
 from .epoch import TrainState
 from .checks import is_number
 
@@ -28,7 +28,7 @@ def load_checkpoint(path, model, optimizer=None, scheduler=None, map_location="c
     (as `train(save=...)` writes it): the optimizer's and scheduler's states when those are given, and a history.
     A file refused for any reason leaves the model, the optimizer, the scheduler and the random state as they were."""
     ckpt = read_checkpoint(path, map_location)
-    if optimizer is not None and ckpt.get("optimizer") is not None and ckpt["format"] != CHECKPOINT_FORMAT:
+    if optimizer is not None and ckpt.get("optimizer") is not None and EARLIER_FORMATS.get(ckpt["format"]) == 2:
         raise CheckpointError(path, f"its format is {ckpt['format']!r}, from before W^Q, W^K and W^V were stacked: "
                               "its model loads (model_from_checkpoint, or --checkpoint), its optimizer state does not, "
                               "so its run cannot be resumed", ours=True)
@@ -79,7 +79,7 @@ def _train_state(path, ckpt) -> TrainState:
         state = TrainState(**ckpt["train_state"]) if ckpt.get("train_state") else TrainState()
     except TypeError as e:
         raise CheckpointError(path, f"a malformed train_state ({e})") from None
-    counts = {k: v for k, v in vars(state).items() if k != "history"}    # steps, samples, tokens
+    counts = {k: v for k, v in vars(state).items() if k != "history"}    # batches, steps, samples, tokens
     if not all(type(v) is int and v >= 0 for v in counts.values()) or not isinstance(state.history, list):
         raise CheckpointError(path, f"a malformed train_state ({counts!r:.80})")
     return state
@@ -115,9 +115,9 @@ def _check_run(path, ckpt, optimizer, scheduler):
         if bad:
             raise CheckpointError(path, f"epoch {record['epoch']} of its history has no number for {bad[0]!r}",
                                   ours=True)
-    steps = ckpt.get("train_state").get("accum_step") if isinstance(ckpt.get("train_state"), dict) else None
+    steps = ckpt.get("train_state").get("steps") if isinstance(ckpt.get("train_state"), dict) else None
     if type(steps) is not int:
-        raise CheckpointError(path, f"a malformed train_state: no step to resume from (accum_step {steps!r:.30})",
+        raise CheckpointError(path, f"a malformed train_state: no step to resume from (steps {steps!r:.30})",
                               ours=True)
     if not history or history[-1]["step"] != steps:
         raise CheckpointError(path, f"its history ({len(history)} epochs, to step "
@@ -161,7 +161,8 @@ def _finite(x) -> bool:
 
 def _optimizer_state_mismatch(optimizer):
     """Where the loaded per-parameter state (Adam's moments) lacks an entry that a step of this optimizer makes for a
-    parameter of that shape, or holds one of another shape, or None."""
+    parameter of that shape, or holds one of another kind (a tensor where a step makes a tensor, a number where it makes
+    a number) or shape, or None. (Loading casts a tensor to its parameter's dtype.)"""
     twins = {}                                                           # (group, shape) -> a twin's state
     params = [(g, p) for g in optimizer.param_groups for p in g["params"]]
     for n, (group, p) in enumerate(params):
@@ -175,7 +176,12 @@ def _optimizer_state_mismatch(optimizer):
             return f"parameter {n}'s state has no {', '.join(sorted(missing))}"
         for name, value in state.items():
             like = twin.get(name) if twin is not None else p if name != "step" else None   # what it should be like
-            if isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor) and value.shape != like.shape:
+            if like is None or twin is None and not isinstance(value, torch.Tensor):
+                continue                                                 # unknown to the step, or not comparable
+            if isinstance(like, torch.Tensor) != isinstance(value, torch.Tensor) or not isinstance(
+                    value, (torch.Tensor, int, float)) or isinstance(value, bool):
+                return f"parameter {n}'s {name} is a {type(value).__name__}, not a {type(like).__name__}"
+            if isinstance(value, torch.Tensor) and value.shape != like.shape:
                 return f"parameter {n}'s {name} has shape {tuple(value.shape)}, not {tuple(like.shape)}"
     return None
 

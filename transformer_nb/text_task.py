@@ -5,7 +5,7 @@
 # %% ../nbs/10_own_task.ipynb #b705c3cb
 from __future__ import annotations
 
-from .fit import train
+from .fit import train, TrainResult
 
 
 
@@ -13,10 +13,10 @@ from .fit import train
 __all__ = ['train_text_task', 'exact_match']
 
 # %% ../nbs/10_own_task.ipynb #1ec6872d
-def train_text_task(model, tokenizer, batches, epochs: int, **kwargs) -> list[dict]:
+def train_text_task(model, tokenizer, batches, epochs: int, **kwargs) -> TrainResult:
     """Appendix 12's `train` for a model that reads and writes text with `tokenizer`: its checkpoints (`save=`)
-    carry the tokenizer, so `load_translator` reads them back and `resume=` continues them. Other arguments:
-    `train`'s."""
+    carry the tokenizer, so `load_translator` reads them back and `resume=` continues them. Returns a `TrainResult`,
+    `(model, tokenizer, history)`, as chapter 08's `train_translation` does. Other arguments: `train`'s."""
     vocab = {model.config.src_vocab, model.config.tgt_vocab} if hasattr(model, "config") else set()
     if vocab and vocab != {len(tokenizer)}:
         raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, but `model` reads and writes {sorted(vocab)}: "
@@ -24,7 +24,8 @@ def train_text_task(model, tokenizer, batches, epochs: int, **kwargs) -> list[di
     if "kind" in kwargs:
         raise TypeError("train_text_task() sets `kind` itself (its checkpoints are translators)")
     extra = {**(kwargs.pop("extra", None) or {}), "tokenizer": tokenizer.state_dict()}
-    return train(batches, model, epochs=epochs, kind="translation", extra=extra, **kwargs)
+    history = train(batches, model, epochs=epochs, kind="translation", extra=extra, **kwargs)
+    return TrainResult(model, tokenizer, history)
 
 
 def exact_match(hypotheses: list[str], references: list[str]) -> float:

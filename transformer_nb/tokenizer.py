@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 import torch
 
-from .checks import is_int
+from .checks import is_int, renamed
 
 # %% auto #0
 __all__ = ['SPACE', 'pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer']
@@ -88,6 +88,7 @@ def learn_bpe(texts, n_merges: int, min_frequency: int = 2):
     return alphabet, merges
 
 # %% ../nbs/08_translation.ipynb #114482fe
+@renamed(vocab="`id_to_piece` (the pieces, by id; `vocab` is a count in this package)")
 class Tokenizer:
     "A subword tokenizer: `pre_tokenize`, then BPE merges applied by rank; ids 0-3 are `<pad> <s> </s> <unk>`."
     specials = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -96,16 +97,16 @@ class Tokenizer:
     def __init__(self, alphabet: list[str], merges: list[tuple[str, str]]):
         self.alphabet, self.merges = list(alphabet), [tuple(m) for m in merges]
         self.ranks = {m: r for r, m in enumerate(self.merges)}
-        self.vocab = self.specials + self.alphabet + [a + b for a, b in self.merges]
+        self.id_to_piece = self.specials + self.alphabet + [a + b for a, b in self.merges]
         self.ids = {}
-        for i, piece in enumerate(self.vocab):
+        for i, piece in enumerate(self.id_to_piece):
             self.ids.setdefault(piece, i)                  # two merges can build the same piece: keep the first id
         self._cache = {}
 
     @classmethod
-    def train(cls, texts, vocab_size: int | None, min_frequency: int = 2) -> "Tokenizer":
-        """Learn a tokenizer of (at most) `vocab_size` entries from `texts`; `vocab_size=None`: characters only, no
-        merges."""
+    @renamed(vocab_size="`vocab`")
+    def train(cls, texts, vocab: int | None, min_frequency: int = 2) -> "Tokenizer":
+        "Learn a tokenizer of (at most) `vocab` entries from `texts`; `vocab=None`: characters only, no merges."
         if isinstance(texts, str):
             raise TypeError("`texts` must be a list of strings, got a single string: wrap it in a list")
         texts = list(texts)
@@ -118,21 +119,21 @@ class Tokenizer:
         if not is_int(min_frequency) or min_frequency < 1:
             raise ValueError(f"`min_frequency` must be an integer of at least 1 (the fewest times a pair is seen "
                              f"to be merged), got {min_frequency!r}")
-        if vocab_size is None:
+        if vocab is None:
             return cls(alphabet, [])
-        if not is_int(vocab_size):
-            raise TypeError(f"`vocab_size` must be an integer or None, got {vocab_size!r}")
-        n_merges = vocab_size - len(cls.specials) - len(alphabet)
+        if not is_int(vocab):
+            raise TypeError(f"`vocab` must be an integer or None, got {vocab!r}")
+        n_merges = vocab - len(cls.specials) - len(alphabet)
         if n_merges < 0:
             raise ValueError(
-                f"`vocab_size` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
-                f"the {len(alphabet)} characters of the texts), got {vocab_size}"
+                f"`vocab` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
+                f"the {len(alphabet)} characters of the texts), got {vocab}"
             )
         alphabet, merges = learn_bpe(texts, n_merges, min_frequency)
         return cls(alphabet, merges)
 
     def __len__(self):
-        return len(self.vocab)
+        return len(self.id_to_piece)
 
     def split_word(self, word: str) -> list[str]:
         "BPE on one pre-tokenized word: repeatedly merge the adjacent pair that was learned earliest."
@@ -171,7 +172,7 @@ class Tokenizer:
             if i == self.eos:
                 break
             if i not in (self.pad, self.bos):
-                out.append(self.vocab[i])
+                out.append(self.id_to_piece[i])
         return detokenize(out)
 
     def state_dict(self) -> dict:

@@ -15,23 +15,27 @@ from .bleu import bleu
 from .checkpoint import read_checkpoint, CheckpointError
 from .data import encode_pairs, bucket_batches, bucket_count, check_pairs
 from .epoch import run_epoch
-from .fit import train
+from .fit import train, TrainResult
 from .loss import LabelSmoothing, SimpleLossCompute
 from .model import ModelConfig, make_model
-from .recipe import check_recipe, saved_recipe, check_saved_model
+from .recipe import check_recipe, saved_recipe, check_saved_model, recipe_in
 from .schedule import noam_optimizer, linear_decay_optimizer
 from .tokenizer import Tokenizer
 from .decoding import BEAM_SIZE, LENGTH_PENALTY
 from .translator import translate, load_translator
+from .checks import renamed, renamed_names
+
+__getattr__ = renamed_names(__name__, TranslationConfig="TranslationRecipe")   # an earlier version's name
 
 # %% auto #0
-__all__ = ['TranslationConfig', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint', 'linear_end']
+__all__ = ['TranslationRecipe', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint', 'linear_end']
 
 # %% ../nbs/08_translation.ipynb #887150f2
+@renamed(vocab_size="`vocab`")
 @dataclass
-class TranslationConfig:
+class TranslationRecipe:
     "The Multi30k German→English recipe: tokenizer, model size, batching, optimizer schedule, precision and decoding."
-    vocab_size: int = 4000        # one BPE vocabulary for German and English
+    vocab: int = 4000             # one BPE vocabulary for German and English
     N: int = 2
     d_model: int = 256
     d_ff: int = 1024
@@ -59,15 +63,16 @@ class TranslationConfig:
 
     def model_config(self, tokenizer=None) -> ModelConfig:
         """The recipe's model: one vocabulary of `tokenizer`'s size shared by both sides and tied to the output (without
-        a tokenizer: `vocab_size` tokens, no padding id)."""
-        V, pad = (self.vocab_size, None) if tokenizer is None else (len(tokenizer), tokenizer.pad)
+        a tokenizer: `vocab` tokens, no padding id)."""
+        V, pad = (self.vocab, None) if tokenizer is None else (len(tokenizer), tokenizer.pad)
         return ModelConfig(V, V, self.N, self.d_model, self.d_ff, self.h, self.dropout, attn_dropout=self.attn_dropout,
                            ff_dropout=self.ff_dropout, pre_norm=self.pre_norm, padding_idx=pad, tie_weights=True,
                            share_embeddings=True)
 
 
+@renamed(config="`recipe` (`config` names the model's ModelConfig)")
 def train_translation(
-    config: TranslationConfig,
+    recipe: TranslationRecipe,
     train_pairs,
     val_pairs,
     tokenizer: Tokenizer | None = None,
@@ -80,95 +85,97 @@ def train_translation(
     compile: bool | str = False,
 ):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
-    Returns `(model, tokenizer, history)`, one history record per epoch: step, seconds, training and validation loss per
-    token, and, when `bleu_sentences` > 0, BLEU on that many sentences of `val_pairs`, decoded as `config` says.
+    Returns a `TrainResult` (appendix 12), `(model, tokenizer, history)`, one history record per epoch: step, seconds,
+    training and validation loss per token, and, when `bleu_sentences` > 0, BLEU on that many sentences of
+    `val_pairs`, decoded as `recipe` says.
     `save`: a checkpoint (with the tokenizer) written after every epoch; `resume`: continue such a checkpoint's run
-    (only `config.epochs`, `config.device` and `config.precision` are taken from `config`, and `train_pairs` must be
+    (only `recipe.epochs`, `recipe.device` and `recipe.precision` are taken from `recipe`, and `train_pairs` must be
     the saved run's; the schedule stays the one planned for the saved run's epochs); `world`: several processes
     (chapter 09); `compile`: `train`'s (appendix 12). The warmup and the moving average's span are at most a quarter of
     the run's steps each."""
-    if not isinstance(config, TranslationConfig):
-        raise TypeError(f"`config` must be a TranslationConfig, got {type(config).__name__}")
+    if not isinstance(recipe, TranslationRecipe):
+        raise TypeError(f"`recipe` must be a TranslationRecipe, got {type(recipe).__name__}")
     check_pairs(train_pairs, "train_pairs"), check_pairs(val_pairs, "val_pairs")
     if not train_pairs or not val_pairs:
         raise ValueError(f"`{'train_pairs' if not train_pairs else 'val_pairs'}` is empty: nothing to "
                          f"{'train on' if not train_pairs else 'measure the validation loss on'}")
-    data, planned = _fingerprint(train_pairs), config.epochs
+    data, planned = _fingerprint(train_pairs), recipe.epochs
     if resume is not None:
         saved = recipe_from_checkpoint(resume, data)
-        config, planned = dataclasses.replace(saved, epochs=config.epochs, device=config.device,
-                                              precision=config.precision), saved.epochs
-        if saved.schedule == "linear" and config.epochs != saved.epochs:
+        recipe, planned = dataclasses.replace(saved, epochs=recipe.epochs, device=recipe.device,
+                                              precision=recipe.precision), saved.epochs
+        if saved.schedule == "linear" and recipe.epochs != saved.epochs:
             raise ValueError(f"`epochs`: the run in {resume} {linear_end(resume, saved, 'epochs=')}")
-        model, tokenizer, _ = load_translator(resume, config.device)
-        check_saved_model(resume, model.config, config.model_config(tokenizer))
+        model, tokenizer, _ = load_translator(resume, recipe.device)
+        check_saved_model(resume, model.config, recipe.model_config(tokenizer))
     else:
-        model, tokenizer = _new_model(config, train_pairs, tokenizer)
-    model.to(config.device)
-    train_examples = encode_pairs(train_pairs, tokenizer, config.drop_longer_than)
-    batches = lambda epoch: bucket_batches(train_examples, config.max_tokens, seed=config.seed + epoch)
-    val_batches = bucket_batches(encode_pairs(val_pairs, tokenizer), config.max_tokens, shuffle=False)
-    val_batches = [b.to(config.device) for b in val_batches]
-    loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(len(tokenizer), tokenizer.pad, config.smoothing))
+        model, tokenizer = _new_model(recipe, train_pairs, tokenizer)
+    model.to(recipe.device)
+    train_examples = encode_pairs(train_pairs, tokenizer, recipe.drop_longer_than)
+    batches = lambda epoch: bucket_batches(train_examples, recipe.max_tokens, seed=recipe.seed + epoch)
+    val_batches = bucket_batches(encode_pairs(val_pairs, tokenizer), recipe.max_tokens, shuffle=False)
+    val_batches = [b.to(recipe.device) for b in val_batches]
+    loss_compute = SimpleLossCompute(model.generator, LabelSmoothing(len(tokenizer), tokenizer.pad, recipe.smoothing))
     sample = val_pairs[:bleu_sentences]
 
     def evaluate(model):
         val_loss, _ = run_epoch(val_batches, model, loss_compute, mode="eval", progress=False,
-                                precision=config.precision)
+                                precision=recipe.precision)
         if not sample:
             return dict(val_loss=val_loss)
-        hypotheses = translate(model, tokenizer, [de for de, _ in sample], config.beam_size, config.length_penalty,
-                               precision=config.precision)
+        hypotheses = translate(model, tokenizer, [de for de, _ in sample], recipe.beam_size, recipe.length_penalty,
+                               precision=recipe.precision)
         return dict(val_loss=val_loss, val_bleu=bleu(hypotheses, [en for _, en in sample]).score)
 
-    steps = planned * bucket_count(train_examples, config.max_tokens)     # the schedule of the run as planned
-    optimizer, scheduler = translation_optimizer(model, config, steps)
-    ema = max(0.0, min(config.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
-    history = train(batches, model, loss_compute, optimizer, scheduler, epochs=config.epochs, evaluate=evaluate,
+    steps = planned * bucket_count(train_examples, recipe.max_tokens)     # the schedule of the run as planned
+    optimizer, scheduler = translation_optimizer(model, recipe, steps)
+    ema = max(0.0, min(recipe.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
+    history = train(batches, model, loss_compute, optimizer, scheduler, epochs=recipe.epochs, evaluate=evaluate,
                     on_epoch=on_epoch, save=save, resume=resume, kind="translation", progress=progress, world=world,
-                    precision=config.precision, ema=ema, compile=compile,
-                    extra={"tokenizer": tokenizer.state_dict(), "config": asdict(config), "data": data})
-    return model, tokenizer, history
+                    precision=recipe.precision, ema=ema, compile=compile,
+                    extra={"tokenizer": tokenizer.state_dict(), "recipe": asdict(recipe), "data": data})
+    return TrainResult(model, tokenizer, history)
 
 
-def translation_optimizer(model, config: TranslationConfig, steps: int):
-    """Adam and the recipe's schedule for a run of `steps` optimizer steps: up to `config.lr` in `config.warmup` steps
+@renamed(config="`recipe`")
+def translation_optimizer(model, recipe: TranslationRecipe, steps: int):
+    """Adam and the recipe's schedule for a run of `steps` optimizer steps: up to `recipe.lr` in `recipe.warmup` steps
     (at most a quarter of the run, so that a short run still trains), then "linear" (down to zero at the last step) or
-    "noam" (the paper's, with the factor that peaks at `config.lr`)."""
-    if config.schedule not in ("linear", "noam"):
-        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {config.schedule!r}")
-    warmup = max(1, min(config.warmup, steps // 4))
-    if config.schedule == "noam":
-        return noam_optimizer(model, config.lr * (model.config.d_model * warmup) ** 0.5, warmup)
-    return linear_decay_optimizer(model, config.lr, warmup, max(steps, warmup + 1))
+    "noam" (the paper's, with the factor that peaks at `recipe.lr`)."""
+    if recipe.schedule not in ("linear", "noam"):
+        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {recipe.schedule!r}")
+    warmup = max(1, min(recipe.warmup, steps // 4))
+    if recipe.schedule == "noam":
+        return noam_optimizer(model, recipe.lr * (model.config.d_model * warmup) ** 0.5, warmup)
+    return linear_decay_optimizer(model, recipe.lr, warmup, max(steps, warmup + 1))
 
 
-def _new_model(config: TranslationConfig, train_pairs, tokenizer):
-    "A new model for `config` (and the tokenizer, learned from `train_pairs` unless given)."
-    torch.manual_seed(config.seed)
+def _new_model(recipe: TranslationRecipe, train_pairs, tokenizer):
+    "A new model for `recipe` (and the tokenizer, learned from `train_pairs` unless given)."
+    torch.manual_seed(recipe.seed)
     if tokenizer is None:
-        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], config.vocab_size)
-    return make_model(config.model_config(tokenizer)), tokenizer
+        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], recipe.vocab)
+    return make_model(recipe.model_config(tokenizer)), tokenizer
 
 
-def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationConfig:
-    """The `TranslationConfig` a `train_translation(save=...)` checkpoint was trained with, with `changes` applied;
+def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationRecipe:
+    """The `TranslationRecipe` a `train_translation(save=...)` checkpoint was trained with, with `changes` applied;
     `data` (a `_fingerprint` of the training pairs): refuse a run that trained on other pairs."""
     extra = read_checkpoint(path, kind="translation").get("extra")
     extra = extra if isinstance(extra, dict) else {}
-    if not extra.get("config") and "tokenizer" in extra:
+    if not recipe_in(extra) and "tokenizer" in extra:
         raise CheckpointError(path, "a translator without its training run (save_translator keeps the model and "
                               "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
-    if not extra.get("config"):
+    if not recipe_in(extra):
         raise CheckpointError(path, "a model without its training run or tokenizer (no recipe is saved in it): "
                               "load it with model_from_checkpoint; it cannot be resumed", ours=True)
     if data is not None and extra.get("data", data) != data:
         raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
                               f"{data}): resume with the same pairs, or start a new run", ours=True)
-    return saved_recipe(path, TranslationConfig, "translation", **changes)
+    return saved_recipe(path, TranslationRecipe, "translation", **changes)
 
 
-def linear_end(path, saved: TranslationConfig, flag: str) -> str:
+def linear_end(path, saved: TranslationRecipe, flag: str) -> str:
     """Why a run with the linear schedule resumes only to the epoch it planned (its learning rate is zero there), and
     what is left to do. `flag` names the epochs the way the caller takes them: `epochs=` for a function, `--epochs`
     and a space for the command line."""
@@ -187,15 +194,15 @@ def _fingerprint(pairs) -> str:
 # %% ../nbs/08_translation.ipynb #c4ec0b22
 #| code-fold: true
 #| code-summary: "Show the checks (every field of the recipe)"
-def _check_recipe(c: TranslationConfig):
-    "Raise a clear error, naming the field, unless every field of the recipe `c` can be used (appendix 12)."
-    check_recipe(c, dict(vocab_size=1, max_tokens=1, drop_longer_than=3, epochs=1, warmup=1, beam_size=1, seed=0),
+def _check_recipe(recipe: TranslationRecipe):
+    "Raise a clear error, naming the field, unless every field of `recipe` can be used (appendix 12)."
+    check_recipe(recipe, dict(vocab=1, max_tokens=1, drop_longer_than=3, epochs=1, warmup=1, beam_size=1, seed=0),
                  dict(smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
                       lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
                       ema=(lambda x: x == 0 or 0 < x < 1, "a decay in (0, 1), or 0 for none"),
                       length_penalty=(lambda x: 0 <= x <= 10, "a number in [0, 10]")))
-    c.model_config()                             # the model's fields, checked by ModelConfig (chapter 04)
-    if c.schedule not in ("linear", "noam"):
-        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {c.schedule!r}")
-    if c.epochs > 1000:                          # the schedule is planned over every epoch's batches, up front
-        raise ValueError(f"`epochs` must be at most 1,000, got {c.epochs:,}")
+    recipe.model_config()                             # the model's fields, checked by ModelConfig (chapter 04)
+    if recipe.schedule not in ("linear", "noam"):
+        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {recipe.schedule!r}")
+    if recipe.epochs > 1000:                          # the schedule is planned over every epoch's batches, up front
+        raise ValueError(f"`epochs` must be at most 1,000, got {recipe.epochs:,}")

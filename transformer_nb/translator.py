@@ -53,7 +53,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
             raise ValueError(f"sentence {n + 1} ({s!r}) is empty, not a string or holds control characters")
     ids = [tokenizer.encode(s, True, True) for s in sentences]
     for n, x in enumerate(ids):                                         # only <unk> and word boundaries (▁)
-        if all(t == tokenizer.unk or tokenizer.vocab[t] == SPACE for t in x[1:-1]):
+        if all(t == tokenizer.unk or tokenizer.id_to_piece[t] == SPACE for t in x[1:-1]):
             raise ValueError(f"sentence {n + 1} ({sentences[n]!r}) holds no character the tokenizer knows")
     for n, x in enumerate(ids):
         if limit is not None and len(x) > limit:

@@ -501,7 +501,7 @@
       this.decoderNorm = config.final_norm ? norm("decoder.norm") : null;
       this.srcLut = get("src_embed.0.lut.weight");
       this.tgtLut = get("tgt_embed.0.lut.weight");
-      this.proj = lin("generator.proj", config.tgt_vocab, d, true);   // the Generator's Linear always has a bias
+      this.proj = lin("generator.proj", config.tgt_vocab, d, params.has("generator.proj.bias"));   // bias=False: none
       this.peRows = new Map();                                  // the positional rows computed so far
     }
 

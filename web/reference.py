@@ -36,7 +36,7 @@ def random_model(seed: int = 0, **options):
     translator does not have. `options`: other `make_model` arguments (pre_norm=True, bias=False, ...)."""
     torch.manual_seed(seed)
     pairs = multi30k("train")[:300]
-    tokenizer = Tokenizer.train([s for pair in pairs for s in pair], vocab_size=600)
+    tokenizer = Tokenizer.train([s for pair in pairs for s in pair], vocab=600)
     V = len(tokenizer)
     options = dict(dict(tie_weights=True, share_embeddings=True), **options)
     model = make_model(V, V, N=2, d_model=32, d_ff=64, h=4, padding_idx=tokenizer.pad, **options)
