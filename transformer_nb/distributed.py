@@ -149,10 +149,12 @@ def _fingerprint(batches) -> float:
     """A number that differs, in practice, when two processes hold different batches, or the same ones in another order
     or with their rows in another order: every token times a pseudo-random weight of its position, batch after batch
     (a weight that grew with the position would miss two rows of equal sums swapped)."""
-    total = 0
-    for t in (t for b in batches for t in (b.src, getattr(b, "tgt_y", None)) if t is not None):   # tgt_y: labels
-        weight = torch.arange(t.numel(), device=t.device) * 2_654_435_761 % 2**32 % 65_521 + 1   # int64: exact
-        total = (total * 1_000_003 + int((t.flatten().long() * weight).sum()) + t.numel()) % 2**52
+    tensors = [t for b in batches for t in (b.src, getattr(b, "tgt_y", None)) if t is not None]   # tgt_y: labels
+    weight = lambda t: torch.arange(t.numel(), device=t.device) * 2_654_435_761 % 2**32 % 65_521 + 1   # int64: exact
+    sums = torch.stack([(t.flatten().long() * weight(t)).sum() for t in tensors]).tolist() if tensors else []
+    total = 0                                                          # one read of the device per epoch, above
+    for s, t in zip(sums, tensors):
+        total = (total * 1_000_003 + s + t.numel()) % 2**52
     return float(total)
 
 
