@@ -2,9 +2,11 @@
 milliseconds per generated token for greedy decoding and beam search (5, length penalty 1.2) on the 20 test sentences
 of the parity tests; PyTorch on one thread beside them, one sentence at a time. Appendix 14 prints `measure()`.
 
-Absolute times depend on the machine, so the issue's goals are ratios, measured in rounds: each round starts a fresh
-Chromium (int8 weights), then times PyTorch in this process, and gives beam 5's cost per token over greedy's and
-Chromium's greedy over PyTorch's; the median of the rounds is printed with their range.
+The first round times int8 and float16 weights with the linear layers in WebAssembly, and int8 with them in
+JavaScript, each in a fresh Chromium. Absolute times depend on the machine, so what compares engines is a ratio,
+measured in rounds: each round starts a fresh Chromium (int8 weights, WebAssembly), then times PyTorch in this
+process, and gives beam 5's cost per token over greedy's and Chromium's greedy over PyTorch's; the median of the
+rounds is printed with their range.
 
     python web/bench.py [rounds]
 """
@@ -18,20 +20,27 @@ from playwright.sync_api import sync_playwright
 
 from reference import HERE, load_model, torch_beam, torch_greedy
 from test_parity import BUILD, CHROMIUM, CHROMIUM_ARGS, parity_sentences
-from transformer_nb.web import DTYPES, dequantized_model, export_weights
+from transformer_nb.web import dequantized_model, export_weights
 
 
-def browser_timings(model, tokenizer, dtypes=DTYPES) -> dict:
-    "Per storage dtype, in a fresh Chromium each: runBench's load time and per-token timings (bench.js)."
+RUNS = (("int8", True), ("float16", True), ("int8", False))   # (storage dtype, linear layers in WebAssembly)
+
+
+def browser_timings(model, tokenizer, runs=RUNS) -> dict:
+    "Per run, in a fresh Chromium each: runBench's load time and per-token timings (bench.js)."
     out = {}
     with sync_playwright() as p:
-        for dtype in dtypes:
+        for dtype in {dtype for dtype, _ in runs}:
             export_weights(BUILD / f"weights-{dtype}.js", model, tokenizer, dtype)
+        for dtype, wasm in runs:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page()
             page.goto((HERE / "bench.html").as_uri())
-            out[dtype] = page.evaluate("([url, s]) => runBench(url, s)", [f"build/weights-{dtype}.js", parity_sentences()])
+            out[dtype, wasm] = page.evaluate("([url, s, wasm]) => runBench(url, s, wasm)",
+                                             [f"build/weights-{dtype}.js", parity_sentences(), wasm])
             browser.close()
+            if out[dtype, wasm]["kernel"] != ("WebAssembly" if wasm else "JavaScript"):
+                raise RuntimeError(f"Chromium ran the linear layers in {out[dtype, wasm]['kernel']}")
     return out
 
 
@@ -50,15 +59,16 @@ def pytorch_timings(model, tokenizer) -> dict:
 
 
 def table(browser: dict, pytorch: dict) -> pd.DataFrame:
-    "One row per engine: weights load time (ms), ms per generated token (greedy, beam 5), the maps (ms per sentence)."
+    """One row per engine (Chromium: the weights' storage, and where its linear layers ran): the weights' load time
+    (ms), ms per generated token (greedy, beam 5), and the pass for the attention maps (ms per sentence)."""
     rows = {}
-    for dtype, r in browser.items():
-        rows[f"Chromium, {dtype} weights"] = {"load the weights (ms)": r["totalLoadMs"],
-                                              "greedy (ms per token)": r["greedy"]["msPerToken"],
-                                              "beam 5 (ms per token)": r["beam5"]["msPerToken"],
-                                              "attention maps (ms per sentence)": r["greedy"]["attentionMsPerSentence"]}
-    rows["PyTorch, 1 thread"] = {"greedy (ms per token)": pytorch["greedy"]["msPerToken"],
-                                 "beam 5 (ms per token)": pytorch["beam5"]["msPerToken"]}
+    for (dtype, wasm), r in browser.items():
+        rows[f"Chromium, {dtype}, {r['kernel']}"] = {"load (ms)": r["totalLoadMs"],
+                                                    "greedy (ms/token)": r["greedy"]["msPerToken"],
+                                                    "beam 5 (ms/token)": r["beam5"]["msPerToken"],
+                                                    "maps (ms/sentence)": r["greedy"]["attentionMsPerSentence"]}
+    rows["PyTorch, 1 thread"] = {"greedy (ms/token)": pytorch["greedy"]["msPerToken"],
+                                 "beam 5 (ms/token)": pytorch["beam5"]["msPerToken"]}
     return pd.DataFrame(rows).T
 
 
@@ -67,10 +77,10 @@ def measure(rounds: int = 3) -> tuple[pd.DataFrame, pd.DataFrame]:
     model, tokenizer, _ = load_model()
     first, ratios = None, []
     for n in range(rounds):
-        browser = browser_timings(model, tokenizer, DTYPES if n == 0 else ("int8",))
+        browser = browser_timings(model, tokenizer, RUNS if n == 0 else RUNS[:1])
         pytorch = pytorch_timings(model, tokenizer)
         first = first if first is not None else table(browser, pytorch)
-        chromium = browser["int8"]
+        chromium = browser["int8", True]
         ratios.append({"beam 5 / greedy, per token (Chromium)":
                            chromium["beam5"]["msPerToken"] / chromium["greedy"]["msPerToken"],
                        "Chromium / PyTorch, greedy": chromium["greedy"]["msPerToken"] / pytorch["greedy"]["msPerToken"],

@@ -1,7 +1,8 @@
-// engine.js: the transformer_nb German->English translator in plain JavaScript, for a web page and for Node.
+// engine.js: the transformer_nb German->English translator in JavaScript, for a web page and for Node.
 //
 // Each function is the twin of a piece of the PyTorch package (named in its comment), written out with loops instead
-// of tensor operations. No libraries and no build step: one file that a page loads with a plain <script> tag (which
+// of tensor operations, the linear layers' matrix products in a small WebAssembly kernel held in this file (section 3).
+// No libraries and no build step: one file that a page loads with a plain <script> tag (which
 // works from file:// as from a web server) and Node with require(). Either way it gives one object,
 //
 //     transformerNb = { createTranslator(weights), startWorker(weights), readWeightsScript(text), FORMAT, internals }
@@ -15,8 +16,9 @@
 // Worker (its `translate` returns a Promise), so that the page stays responsive while it works.
 //
 // Numbers. PyTorch computes in float32. Here every stored activation and weight is a Float32Array (writing into one
-// rounds to float32), while a single sum or product in flight is a JavaScript number (float64). So results agree
-// with PyTorch to about 1e-6, not bit for bit: the order in which PyTorch's kernels add numbers is not ours.
+// rounds to float32), while a single sum or product in flight is a JavaScript number (float64), except in the
+// WebAssembly kernel of the linear layers (linear.wat), which adds in float32 four lanes at a time. So results agree
+// with PyTorch to float32 rounding, not bit for bit: the order in which PyTorch's kernels add numbers is not ours.
 // Decisions made on numbers (argmax, top-k, comparisons of beam scores) are written exactly as decoding.py makes
 // them, in float32 (Math.fround) where PyTorch's are float32.
 (function (root, factory) {
@@ -234,6 +236,7 @@
   // number of W, once read, is multiplied into four rows (four independent sums also keep the processor busy), so W
   // is read once for every four positions: the encoder's, the attention pass's, beam search's hypotheses.
   function linear(x, layer) {
+    if (layer.kernel) return layer.kernel.linear(x, layer);     // WebAssembly, where it runs (just below)
     const { weight: w, bias, inFeatures: n, outFeatures: m } = layer;
     const y = x.map(() => new Float32Array(m));
     let p = 0;
@@ -252,6 +255,60 @@
     for (; p < x.length; p++)                                   // the last one to three positions, one at a time
       for (let o = 0; o < m; o++) y[p][o] = dot(w, o * n, x[p], n) + (bias ? bias[o] : 0);
     return y;
+  }
+
+  // The same nn.Linear in WebAssembly with 128-bit SIMD: web/linear.wat, compiled, in base64 (web/build_wasm.py
+  // writes this line; a test checks it is linear.wat's compilation). A vector instruction multiplies and adds four
+  // float32 numbers at once, where JavaScript handles one float64 at a time; the sums are float32 (as PyTorch's).
+  const LINEAR_WASM = "AGFzbQEAAAABFQNgAXsBfWACf38BfWAGf39/f39/AAIPAQNlbnYGbWVtb3J5AgABAwUEAAECAgcVAghmb3VyUm93cwACBm9uZVJvdwADCvkGBBkAIAD9HwAgAP0fAZIgAP0fAiAA/R8DkpILGAAgAAR9IAAgAUECdGoqAgAFQwAAAAALC+wCBQp/AXsBfQF/BHsgBEECdCEGIAAgBmohByAHIAZqIQggCCAGaiEJIAMgBUECdGohCiAKIAVBAnRqIQsgCyAFQQJ0aiEMA0AgASANIAZsaiEO/QwAAAAAAAAAAAAAAAAAAAAAIRP9DAAAAAAAAAAAAAAAAAAAAAAhFP0MAAAAAAAAAAAAAAAAAAAAACEV/QwAAAAAAAAAAAAAAAAAAAAAIRZBACEPA0AgDiAPav0ABAAhECATIBAgACAPav0ABAD95gH95AEhEyAUIBAgByAPav0ABAD95gH95AEhFCAVIBAgCCAPav0ABAD95gH95AEhFSAWIBAgCSAPav0ABAD95gH95AEhFiAPQRBqIg8gBkkNAAsgAiANEAEhESANQQJ0IRIgAyASaiATEAAgEZI4AgAgCiASaiAUEAAgEZI4AgAgCyASaiAVEAAgEZI4AgAgDCASaiAWEAAgEZI4AgAgDUEBaiINIAVJDQALC9UDAwd/BXsBfyAEQQJ0IQYCQANAIAdBBGogBUsNASABIAcgBmxqIQkgCSAGaiEKIAogBmohCyALIAZqIQz9DAAAAAAAAAAAAAAAAAAAAAAhDv0MAAAAAAAAAAAAAAAAAAAAACEP/QwAAAAAAAAAAAAAAAAAAAAAIRD9DAAAAAAAAAAAAAAAAAAAAAAhEUEAIQgDQCAAIAhq/QAEACENIA4gDSAJIAhq/QAEAP3mAf3kASEOIA8gDSAKIAhq/QAEAP3mAf3kASEPIBAgDSALIAhq/QAEAP3mAf3kASEQIBEgDSAMIAhq/QAEAP3mAf3kASERIAhBEGoiCCAGSQ0ACyADIAdBAnRqIRIgEiAOEAAgAiAHEAGSOAIAIBIgDxAAIAIgB0EBahABkjgCBCASIBAQACACIAdBAmoQAZI4AgggEiAREAAgAiAHQQNqEAGSOAIMIAdBBGohBwwACwsCQANAIAcgBU8NASABIAcgBmxqIQn9DAAAAAAAAAAAAAAAAAAAAAAhDkEAIQgDQCAOIAAgCGr9AAQAIAkgCGr9AAQA/eYB/eQBIQ4gCEEQaiIIIAZJDQALIAMgB0ECdGogDhAAIAIgBxABkjgCACAHQQFqIQcMAAsLCwCHAgRuYW1lAQwCAANzdW0BBGJpYXMCsQEEAAEAAXYBAgABYgEBbwIXAAF4AQF3AgFiAwF5BAFuBQFtBgVieXRlcwcCeDEIAngyCQJ4MwoCeTELAnkyDAJ5Mw0Bbw4Dcm93DwFqEAJ3dhECYm8SAmF0EwJhMBQCYTEVAmEyFgJhMwMTAAF4AQF3AgFiAwF5BAFuBQFtBgVieXRlcwcBbwgBagkCcjAKAnIxCwJyMgwCcjMNAnh2DgJhMA8CYTEQAmEyEQJhMxICYXQDPgICAgAHb3V0cHV0cwEFaW5uZXIDBgAEbGFzdAEFcXVhZHMCBWlubmVyAwRkb25lBAZzaW5nbGUFBWlubmVy";
+
+  // A translator's linear layers in one WebAssembly memory: every weight and bias copied in once, when the
+  // translator is made; `linear(x, layer)` copies the rows of x in, runs the kernel, and copies y out. Each row of W
+  // serves four rows of x (fourRows) or one row of x takes four rows of W at a time (oneRow). `create` gives null
+  // where this JavaScript has no WebAssembly SIMD or a layer's inFeatures is no multiple of 4: `linear` stays in
+  // JavaScript.
+  class WasmLinear {
+    static create(layers) {
+      if (typeof WebAssembly !== "object" || layers.some((l) => l.inFeatures % 4 !== 0)) return null;
+      const code = base64ToBytes(LINEAR_WASM);
+      return WebAssembly.validate(code) ? new WasmLinear(code, layers) : null;
+    }
+
+    constructor(code, layers) {
+      const size = (l) => 4 * (l.weight.length + (l.bias ? l.bias.length : 0));
+      const bytes = 16 + layers.reduce((total, l) => total + size(l), 0);   // address 0 stays free: "no bias"
+      this.memory = new WebAssembly.Memory({ initial: Math.ceil(bytes / 65536) + 1 });
+      const { exports } = new WebAssembly.Instance(new WebAssembly.Module(code), { env: { memory: this.memory } });
+      this.fourRows = exports.fourRows;
+      this.oneRow = exports.oneRow;
+      let at = 16;
+      for (const l of new Set(layers)) {
+        l.at = this.store(l.weight, at);
+        at += 4 * l.weight.length;
+        l.biasAt = l.bias ? this.store(l.bias, at) : 0;
+        at += l.bias ? 4 * l.bias.length : 0;
+        l.kernel = this;
+      }
+      this.scratch = at;                                          // x and y go here, the memory grown to fit
+    }
+
+    store(values, at) {
+      new Float32Array(this.memory.buffer, at, values.length).set(values);
+      return at;
+    }
+
+    linear(x, layer) {
+      const { inFeatures: n, outFeatures: m } = layer, rows = x.length;
+      const xAt = this.scratch, yAt = xAt + 4 * rows * n, end = yAt + 4 * rows * m;
+      const missing = end - this.memory.buffer.byteLength;
+      if (missing > 0) this.memory.grow(Math.ceil(missing / 65536));   // 64 KiB pages
+      const xs = new Float32Array(this.memory.buffer, xAt, rows * n);
+      x.forEach((row, r) => xs.set(row, r * n));
+      let r = 0;
+      for (; r + 4 <= rows; r += 4) this.fourRows(xAt + 4 * r * n, layer.at, layer.biasAt, yAt + 4 * r * m, n, m);
+      for (; r < rows; r++) this.oneRow(xAt + 4 * r * n, layer.at, layer.biasAt, yAt + 4 * r * m, n, m);
+      return x.map((_, r) => new Float32Array(this.memory.buffer.slice(yAt + 4 * r * m, yAt + 4 * (r + 1) * m)));
+    }
   }
 
   // Embeddings: row `id` of the look-up table, times sqrt(d_model).
@@ -505,6 +562,14 @@
       this.peRows = new Map();                                  // the positional rows computed so far
     }
 
+    // Every nn.Linear of the model (W^Q, W^K, W^V as three): what WasmLinear takes into its memory.
+    linearLayers() {
+      const attn = (a) => [a.wQ, a.wK, a.wV, a.wO], ff = (f) => [f.w1, f.w2];
+      return [...this.encoderLayers.flatMap((l) => [...attn(l.selfAttn), ...ff(l.feedForward)]),
+              ...this.decoderLayers.flatMap((l) => [...attn(l.selfAttn), ...attn(l.srcAttn), ...ff(l.feedForward)]),
+              this.proj];
+    }
+
     // src ids -> memory (len_src rows), and the encoder's attention weights per layer. A single sentence has no
     // padding, so the source keep-mask keeps every key: null.
     encode(src) {
@@ -671,8 +736,10 @@
   }
 
   // createTranslator(weights): the model and tokenizer of a weights object, and `translate`. The decoding defaults
-  // (translator.py's beam of 5 and alpha 1.2; at most the source's length + 50 tokens) travel in the weights.
-  function createTranslator(weights) {
+  // (translator.py's beam of 5 and alpha 1.2; at most the source's length + 50 tokens) travel in the weights. The
+  // linear layers run in WebAssembly where this JavaScript has its SIMD (`webAssembly: false`: in JavaScript);
+  // `kernel` says which.
+  function createTranslator(weights, { webAssembly = true } = {}) {
     const started = performance.now();
     if (!weights || typeof weights !== "object" || typeof weights.format !== "string")
       throw new Error("not a transformer_nb weights object (written by transformer_nb.web.export_weights)");
@@ -682,6 +749,7 @@
     const parameters = readParameters(weights), tokenizer = new Tokenizer(weights.tokenizer);
     const model = new EncoderDecoder(weights.config, parameters), defaults = weights.decoding;
     if (tokenizer.vocab.length > weights.config.tgt_vocab) throw new Error("the tokenizer is larger than the model");
+    const kernel = webAssembly ? WasmLinear.create(model.linearLayers()) : null;
 
     // translate(): greedy decoding (beam 1) or beam search; the attention maps only when asked for (one more pass
     // over the source and the output, as attention_maps makes).
@@ -714,7 +782,7 @@
     }
 
     return { translate, tokenizer, model, parameters, dtype: weights.dtype, config: weights.config,
-             decoding: defaults, loadMs: performance.now() - started };
+             decoding: defaults, kernel: kernel ? "WebAssembly" : "JavaScript", loadMs: performance.now() - started };
   }
 
   // =================================================================================================================
@@ -727,9 +795,9 @@
     scope.onmessage = ({ data: { id, method, args } }) => {
       try {
         if (method === "load") {
-          translator = createTranslator(args[0]);
-          const { dtype, config, decoding, loadMs } = translator;
-          scope.postMessage({ id, result: { dtype, config, decoding, loadMs } });
+          translator = createTranslator(...args);
+          const { dtype, config, decoding, kernel, loadMs } = translator;
+          scope.postMessage({ id, result: { dtype, config, decoding, kernel, loadMs } });
         } else {
           scope.postMessage({ id, result: translator.translate(...args) });
         }
@@ -739,10 +807,10 @@
     };
   }
 
-  // startWorker(weights): a Promise of a translator running in a Web Worker, whose translate(text, options)
+  // startWorker(weights, options): a Promise of a translator running in a Web Worker, whose translate(text, options)
   // returns a Promise. The worker runs this very file: its source is this function's own text, handed to the
   // worker as a Blob URL, which a page opened from file:// may start (a worker script from a file:// URL it may not).
-  function startWorker(weights) {
+  function startWorker(weights, options = {}) {
     const source = `"use strict";\n(${engine})().internals.serveWorker(self);\n`;
     const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
     const worker = new Worker(url), pending = new Map();
@@ -763,7 +831,7 @@
       pending.set(id, { resolve, reject });
       worker.postMessage({ id, method, args });
     });
-    return call("load", weights).then((info) => {
+    return call("load", weights, options).then((info) => {
       URL.revokeObjectURL(url);
       return { ...info, translate: (text, options) => call("translate", text, options),
                terminate: () => { worker.terminate(); fail("the worker was terminated"); } };
@@ -781,6 +849,6 @@
     readWeightsScript,
     // the pieces, for tests and for the appendix's readers
     internals: { preTokenize, detokenize, Tokenizer, EncoderDecoder, sinusoidalEncoding, greedyDecode, beamSearch,
-                 attentionMaps, lengthPenalty, initCache, nextLogProbs, serveWorker, WORD, IS_SPACE },
+                 attentionMaps, lengthPenalty, initCache, nextLogProbs, serveWorker, WasmLinear, WORD, IS_SPACE },
   };
 });

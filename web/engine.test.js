@@ -87,6 +87,50 @@ test("two translators in one process are independent: another architecture besid
   assert.deepEqual(translator.translate(s.text, { beam: 1 }).tokens, s.greedy);
 });
 
+test("the WebAssembly kernel is nn.Linear to float32 rounding, for every count of rows and outputs", () => {
+  let seed = 1;                                            // a small deterministic generator (mulberry32)
+  const random = () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
+  };
+  const values = (count) => Float32Array.from({ length: count }, random);
+  const layers = [[8, 5, true], [12, 7, false], [256, 1024, true], [4, 1, true], [16, 6, false]].map(
+    ([inFeatures, outFeatures, bias]) => ({ inFeatures, outFeatures, weight: values(inFeatures * outFeatures),
+                                            bias: bias ? values(outFeatures) : null }));
+  const kernel = transformerNb.internals.WasmLinear.create(layers);
+  assert.ok(kernel, "this Node has WebAssembly SIMD");
+  let worst = 0;
+  for (const layer of layers)
+    for (const rows of [1, 2, 3, 4, 5, 8, 9]) {
+      const x = Array.from({ length: rows }, () => values(layer.inFeatures));
+      const y = kernel.linear(x, layer);
+      assert.equal(y.length, rows);
+      x.forEach((row, r) => {
+        assert.equal(y[r].length, layer.outFeatures);
+        for (let o = 0; o < layer.outFeatures; o++) {               // the sum in float64, then the difference
+          let want = layer.bias ? layer.bias[o] : 0;
+          for (let j = 0; j < layer.inFeatures; j++) want += row[j] * layer.weight[o * layer.inFeatures + j];
+          worst = Math.max(worst, Math.abs(y[r][o] - want) / (1 + Math.abs(want)));
+        }
+      });
+    }
+  assert.ok(worst < 1e-5, `largest difference ${worst}`);
+  assert.equal(transformerNb.internals.WasmLinear.create([{ ...layers[0], inFeatures: 6 }]), null);   // not 4k
+});
+
+test("the translator's linear layers run in WebAssembly; in JavaScript they give the same tokens", () => {
+  assert.equal(translator.kernel, "WebAssembly");
+  const plain = transformerNb.createTranslator(weights, { webAssembly: false });
+  assert.equal(plain.kernel, "JavaScript");
+  for (const s of fixtures.sentences) {
+    assert.deepEqual(plain.translate(s.text, { beam: 1 }).tokens, s.greedy, s.text);
+    const recipe = s.beams.find((b) => b.beam === fixtures.decoding.beam_size);
+    assert.deepEqual(plain.translate(s.text).tokens, recipe.tokens, s.text);
+  }
+});
+
 test("bad input is refused with a message naming what was wrong", () => {
   const refused = (call, pattern) => assert.throws(call, (e) => pattern.test(e.message), String(pattern));
   refused(() => translator.translate(""), /empty or holds control characters/);

@@ -24,4 +24,15 @@ def test_engine_under_node(tmp_path):
     summary = [line for line in run.stdout.splitlines() if line.startswith(("ok ", "not ok ", "# pass", "# fail"))]
     print("\n".join(summary), file=sys.stderr)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-    assert "# fail 0" in run.stdout and "# pass 7" in run.stdout
+    assert "# fail 0" in run.stdout and "# pass 9" in run.stdout
+
+
+def test_engine_holds_the_compiled_kernel():
+    "engine.js's LINEAR_WASM is linear.wat compiled (`python web/build_wasm.py` after editing linear.wat)."
+    try:
+        from build_wasm import compiled, embedded
+    except ImportError as error:                                   # wasmtime, a dev requirement, compiles .wat
+        if os.environ.get("TNB_REQUIRE_BROWSER"):
+            pytest.fail(f"cannot compile linear.wat: {error} (pip install -e '.[dev]')")
+        pytest.skip(f"cannot compile linear.wat: {error}")
+    assert embedded((HERE / "engine.js").read_text()) == compiled(), "run: python web/build_wasm.py"

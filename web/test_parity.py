@@ -128,6 +128,7 @@ def open_page(browser, base: str, dtype: str) -> Page:
     p.page.goto(f"{base}test.html?weights=build/weights-{dtype}.js")
     info = p.js("() => window.ready")
     assert info["dtype"] == dtype
+    assert info["kernel"] == "WebAssembly", "Chromium should run the linear layers in WebAssembly"
     return p
 
 

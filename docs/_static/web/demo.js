@@ -145,7 +145,7 @@
         const megabytes = (weights.data.length * 3) / 4 / 1e6;
         const info = (translator = await startTranslator(weights));
         status.textContent = `Loaded: ${info.dtype} weights, ${megabytes.toFixed(1)} MB of weights, ready in ` +
-                             `${info.loadMs.toFixed(0)} ms, ${info.where}.`;
+                             `${info.loadMs.toFixed(0)} ms, ${info.where}, its linear layers in ${info.kernel}.`;
         layer.replaceChildren(...options(Array.from({ length: info.config.N }, (_, i) => [i, String(i + 1)])));
         head.replaceChildren(...options([["all", "all"], ...Array.from({ length: info.config.h }, (_, i) => [i, String(i)])]));
         start.hidden = true;
