@@ -17,7 +17,8 @@
 //
 // Numbers. PyTorch computes in float32. Here every stored activation and weight is a Float32Array (writing into one
 // rounds to float32), while a single sum or product in flight is a JavaScript number (float64), except in the
-// WebAssembly kernel of the linear layers (linear.wat), which adds in float32 four lanes at a time. So results agree
+// WebAssembly kernel of the linear layers (linear.wat), which adds in float32 four lanes at a time, and in attention's
+// weighted sum of the values, which adds into a Float32Array. So results agree
 // with PyTorch to float32 rounding, not bit for bit: the order in which PyTorch's kernels add numbers is not ours.
 // Decisions made on numbers (argmax, top-k, comparisons of beam scores) are written exactly as decoding.py makes
 // them, in float32 (Math.fround) where PyTorch's are float32.
