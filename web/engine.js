@@ -5,7 +5,8 @@
 // No libraries and no build step: one file that a page loads with a plain <script> tag (which
 // works from file:// as from a web server) and Node with require(). Either way it gives one object,
 //
-//     transformerNb = { createTranslator(weights), startWorker(weights), readWeightsScript(text), FORMAT, internals }
+//     transformerNb = { createTranslator(weights, options), startWorker(weights, options), readWeightsScript(text),
+//                       FORMAT, internals }
 //
 // `createTranslator` takes the object a weights script (written by transformer_nb.web.export_weights) assigns to
 // `window.transformerNbWeights` and returns a translator; its `translate(text, {beam, lengthPenalty, attention})`
