@@ -87,7 +87,8 @@ test("two translators in one process are independent: another architecture besid
   assert.deepEqual(translator.translate(s.text, { beam: 1 }).tokens, s.greedy);
 });
 
-test("the WebAssembly kernel is nn.Linear to float32 rounding, for every count of rows and outputs", () => {
+test("the WebAssembly kernel is nn.Linear to float32 rounding, for every count of rows and outputs; a row's " +
+     "outputs do not depend on the rows beside it", () => {
   let seed = 1;                                            // a small deterministic generator (mulberry32)
   const random = () => {
     seed = (seed + 0x6d2b79f5) | 0;
@@ -103,10 +104,11 @@ test("the WebAssembly kernel is nn.Linear to float32 rounding, for every count o
   assert.ok(kernel, "this Node has WebAssembly SIMD");
   let worst = 0;
   for (const layer of layers)
-    for (const rows of [1, 2, 3, 4, 5, 8, 9]) {
+    for (const rows of [1, 2, 3, 4, 5, 6, 8, 9, 11]) {
       const x = Array.from({ length: rows }, () => values(layer.inFeatures));
       const y = kernel.linear(x, layer);
       assert.equal(y.length, rows);
+      x.forEach((row, r) => assert.deepEqual(kernel.linear([row], layer)[0], y[r], `row ${r} of ${rows}, alone`));
       x.forEach((row, r) => {
         assert.equal(y[r].length, layer.outFeatures);
         for (let o = 0; o < layer.outFeatures; o++) {               // the sum in float64, then the difference

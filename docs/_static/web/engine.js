@@ -262,13 +262,13 @@
   // The same nn.Linear in WebAssembly with 128-bit SIMD: web/linear.wat, compiled, in base64 (web/build_wasm.py
   // writes this line; a test checks it is linear.wat's compilation). A vector instruction multiplies and adds four
   // float32 numbers at once, where JavaScript handles one float64 at a time; the sums are float32 (as PyTorch's).
-  const LINEAR_WASM = "AGFzbQEAAAABFQNgAXsBfWACf38BfWAGf39/f39/AAIPAQNlbnYGbWVtb3J5AgABAwUEAAECAgcVAghmb3VyUm93cwACBm9uZVJvdwADCvkGBBkAIAD9HwAgAP0fAZIgAP0fAiAA/R8DkpILGAAgAAR9IAAgAUECdGoqAgAFQwAAAAALC+wCBQp/AXsBfQF/BHsgBEECdCEGIAAgBmohByAHIAZqIQggCCAGaiEJIAMgBUECdGohCiAKIAVBAnRqIQsgCyAFQQJ0aiEMA0AgASANIAZsaiEO/QwAAAAAAAAAAAAAAAAAAAAAIRP9DAAAAAAAAAAAAAAAAAAAAAAhFP0MAAAAAAAAAAAAAAAAAAAAACEV/QwAAAAAAAAAAAAAAAAAAAAAIRZBACEPA0AgDiAPav0ABAAhECATIBAgACAPav0ABAD95gH95AEhEyAUIBAgByAPav0ABAD95gH95AEhFCAVIBAgCCAPav0ABAD95gH95AEhFSAWIBAgCSAPav0ABAD95gH95AEhFiAPQRBqIg8gBkkNAAsgAiANEAEhESANQQJ0IRIgAyASaiATEAAgEZI4AgAgCiASaiAUEAAgEZI4AgAgCyASaiAVEAAgEZI4AgAgDCASaiAWEAAgEZI4AgAgDUEBaiINIAVJDQALC9UDAwd/BXsBfyAEQQJ0IQYCQANAIAdBBGogBUsNASABIAcgBmxqIQkgCSAGaiEKIAogBmohCyALIAZqIQz9DAAAAAAAAAAAAAAAAAAAAAAhDv0MAAAAAAAAAAAAAAAAAAAAACEP/QwAAAAAAAAAAAAAAAAAAAAAIRD9DAAAAAAAAAAAAAAAAAAAAAAhEUEAIQgDQCAAIAhq/QAEACENIA4gDSAJIAhq/QAEAP3mAf3kASEOIA8gDSAKIAhq/QAEAP3mAf3kASEPIBAgDSALIAhq/QAEAP3mAf3kASEQIBEgDSAMIAhq/QAEAP3mAf3kASERIAhBEGoiCCAGSQ0ACyADIAdBAnRqIRIgEiAOEAAgAiAHEAGSOAIAIBIgDxAAIAIgB0EBahABkjgCBCASIBAQACACIAdBAmoQAZI4AgggEiAREAAgAiAHQQNqEAGSOAIMIAdBBGohBwwACwsCQANAIAcgBU8NASABIAcgBmxqIQn9DAAAAAAAAAAAAAAAAAAAAAAhDkEAIQgDQCAOIAAgCGr9AAQAIAkgCGr9AAQA/eYB/eQBIQ4gCEEQaiIIIAZJDQALIAMgB0ECdGogDhAAIAIgBxABkjgCACAHQQFqIQcMAAsLCwCHAgRuYW1lAQwCAANzdW0BBGJpYXMCsQEEAAEAAXYBAgABYgEBbwIXAAF4AQF3AgFiAwF5BAFuBQFtBgVieXRlcwcCeDEIAngyCQJ4MwoCeTELAnkyDAJ5Mw0Bbw4Dcm93DwFqEAJ3dhECYm8SAmF0EwJhMBQCYTEVAmEyFgJhMwMTAAF4AQF3AgFiAwF5BAFuBQFtBgVieXRlcwcBbwgBagkCcjAKAnIxCwJyMgwCcjMNAnh2DgJhMA8CYTEQAmEyEQJhMxICYXQDPgICAgAHb3V0cHV0cwEFaW5uZXIDBgAEbGFzdAEFcXVhZHMCBWlubmVyAwRkb25lBAZzaW5nbGUFBWlubmVy";
+  const LINEAR_WASM = "AGFzbQEAAAABHwRgAXsBfWACf38BfWAHf39/f39/fwBgBn9/f39/fwACDwEDZW52Bm1lbW9yeQIAAQMFBAABAgMHFQIIZml2ZVJvd3MAAgZvbmVSb3cAAwqoBQQZACAA/R8AIAD9HwGSIAD9HwIgAP0fA5KSCxgAIAAEfSAAIAFBAnRqKgIABUMAAAAACwvwAwUNfwF7AX0BfwV7IARBAnQhByAFQQJ0IRAgACAHaiAAIAZBAUsbIQggCCAHaiAIIAZBAksbIQkgCSAHaiAJIAZBA0sbIQogCiAHaiAKIAZBBEsbIQsgAyAQaiADIAZBAUsbIQwgDCAQaiAMIAZBAksbIQ0gDSAQaiANIAZBA0sbIQ4gDiAQaiAOIAZBBEsbIQ8DQCABIBEgB2xqIRL9DAAAAAAAAAAAAAAAAAAAAAAhF/0MAAAAAAAAAAAAAAAAAAAAACEY/QwAAAAAAAAAAAAAAAAAAAAAIRn9DAAAAAAAAAAAAAAAAAAAAAAhGv0MAAAAAAAAAAAAAAAAAAAAACEbQQAhEwNAIBIgE2r9AAQAIRQgFyAUIAAgE2r9AAQA/eYB/eQBIRcgGCAUIAggE2r9AAQA/eYB/eQBIRggGSAUIAkgE2r9AAQA/eYB/eQBIRkgGiAUIAogE2r9AAQA/eYB/eQBIRogGyAUIAsgE2r9AAQA/eYB/eQBIRsgE0EQaiITIAdJDQALIAIgERABIRUgEUECdCEWIAMgFmogFxAAIBWSOAIAIAwgFmogGBAAIBWSOAIAIA0gFmogGRAAIBWSOAIAIA4gFmogGhAAIBWSOAIAIA8gFmogGxAAIBWSOAIAIBFBAWoiESAFSQ0ACwuAAQIEfwF7IARBAnQhBiABIQgDQP0MAAAAAAAAAAAAAAAAAAAAACEKQQAhCQNAIAogACAJav0ABAAgCCAJav0ABAD95gH95AEhCiAJQRBqIgkgBkkNAAsgAyAHQQJ0aiAKEAAgAiAHEAGSOAIAIAggBmohCCAHQQFqIgcgBUkNAAsLAOgBBG5hbWUBDAIAA3N1bQEEYmlhcwKrAQQAAQABdgECAAFiAQFvAhwAAXgBAXcCAWIDAXkEAW4FAW0GBHJvd3MHBWJ5dGVzCAJ4MQkCeDIKAngzCwJ4NAwCeTENAnkyDgJ5Mw8CeTQQBnlieXRlcxEBbxIDcm93EwFqFAJ3dhUCYm8WAmF0FwJhMBgCYTEZAmEyGgJhMxsCYTQDCwABeAEBdwIBYgMBeQQBbgUBbQYFYnl0ZXMHAW8IA3JvdwkBagoBYQMlAgICAAdvdXRwdXRzAQVpbm5lcgMCAAdvdXRwdXRzAQVpbm5lcg==";
 
   // A translator's linear layers in one WebAssembly memory: every weight and bias copied in once, when the
-  // translator is made; `linear(x, layer)` copies the rows of x in, runs the kernel, and copies y out. Each row of W
-  // serves four rows of x (fourRows) or one row of x takes four rows of W at a time (oneRow). `create` gives null
-  // where this JavaScript has no WebAssembly SIMD or a layer's inFeatures is no multiple of 4: `linear` stays in
-  // JavaScript.
+  // translator is made; `linear(x, layer)` copies the rows of x in, runs the kernel, and copies y out. Each row
+  // of W, once read, serves up to five rows of x (fiveRows); a single row takes W row after row (oneRow).
+  // `create` gives null where this JavaScript has no WebAssembly SIMD or a layer's inFeatures is no multiple of 4:
+  // `linear` stays in JavaScript.
   class WasmLinear {
     static create(layers) {
       if (typeof WebAssembly !== "object" || layers.some((l) => l.inFeatures % 4 !== 0)) return null;
@@ -281,7 +281,7 @@
       const bytes = 16 + layers.reduce((total, l) => total + size(l), 0);   // address 0 stays free: "no bias"
       this.memory = new WebAssembly.Memory({ initial: Math.ceil(bytes / 65536) + 1 });
       const { exports } = new WebAssembly.Instance(new WebAssembly.Module(code), { env: { memory: this.memory } });
-      this.fourRows = exports.fourRows;
+      this.fiveRows = exports.fiveRows;
       this.oneRow = exports.oneRow;
       let at = 16;
       for (const l of new Set(layers)) {
@@ -306,10 +306,13 @@
       if (missing > 0) this.memory.grow(Math.ceil(missing / 65536));   // 64 KiB pages
       const xs = new Float32Array(this.memory.buffer, xAt, rows * n);
       x.forEach((row, r) => xs.set(row, r * n));
-      let r = 0;
-      for (; r + 4 <= rows; r += 4) this.fourRows(xAt + 4 * r * n, layer.at, layer.biasAt, yAt + 4 * r * m, n, m);
-      for (; r < rows; r++) this.oneRow(xAt + 4 * r * n, layer.at, layer.biasAt, yAt + 4 * r * m, n, m);
-      return x.map((_, r) => new Float32Array(this.memory.buffer.slice(yAt + 4 * r * m, yAt + 4 * (r + 1) * m)));
+      for (let r = 0; r < rows; r += 5) {                        // five rows at a time; a lone row by oneRow
+        const count = Math.min(5, rows - r), at = [xAt + 4 * r * n, layer.at, layer.biasAt, yAt + 4 * r * m];
+        if (count === 1) this.oneRow(...at, n, m);
+        else this.fiveRows(...at, n, m, count);
+      }
+      const ys = new Float32Array(this.memory.buffer, yAt, rows * m);
+      return x.map((_, r) => ys.slice(r * m, (r + 1) * m));
     }
   }
 
@@ -356,7 +359,7 @@
       let mean = 0, variance = 0;
       for (let j = 0; j < d; j++) mean += row[j];
       mean /= d;
-      for (let j = 0; j < d; j++) variance += (row[j] - mean) ** 2;
+      for (let j = 0; j < d; j++) variance += (row[j] - mean) * (row[j] - mean);
       variance /= d;
       const inv = 1 / Math.sqrt(variance + eps), out = new Float32Array(d);
       for (let j = 0; j < d; j++) out[j] = (row[j] - mean) * inv * norm.weight[j] + (norm.bias ? norm.bias[j] : 0);
@@ -365,15 +368,19 @@
   }
 
   function add(x, y) {
-    return x.map((row, i) => row.map((v, j) => v + y[i][j]));
+    return x.map((row, i) => {
+      const out = new Float32Array(row.length);
+      for (let j = 0; j < row.length; j++) out[j] = row[j] + y[i][j];
+      return out;
+    });
   }
 
   function softmax(scores) {
     let max = -Infinity, sum = 0;
-    for (const s of scores) max = Math.max(max, s);
-    const p = new Float32Array(scores.length);
-    for (let j = 0; j < scores.length; j++) sum += Math.exp(scores[j] - max);
-    for (let j = 0; j < scores.length; j++) p[j] = Math.exp(scores[j] - max) / sum;
+    for (let j = 0; j < scores.length; j++) max = Math.max(max, scores[j]);
+    const e = new Float64Array(scores.length), p = new Float32Array(scores.length);
+    for (let j = 0; j < scores.length; j++) sum += e[j] = Math.exp(scores[j] - max);
+    for (let j = 0; j < scores.length; j++) p[j] = e[j] / sum;
     return p;
   }
 
@@ -391,14 +398,18 @@
   // attention: softmax(q k^T / sqrt(d_k)) v for one head. Masked scores get the most negative finite float32, and
   // after the softmax their weights are set to exactly 0 (a fully masked row becomes all zeros), as in PyTorch.
   function attention(query, key, value, mask) {
-    const dK = query[0].length, weights = [], output = [];
+    const dK = query[0].length, scale = Math.sqrt(dK), weights = [], output = [];
     query.forEach((q, i) => {
       const scores = new Float32Array(key.length);
-      key.forEach((k, j) => { scores[j] = keeps(mask, i, j) ? dot(k, 0, q, dK) / Math.sqrt(dK) : FLOAT32_MIN; });
+      for (let j = 0; j < key.length; j++)
+        scores[j] = keeps(mask, i, j) ? dot(key[j], 0, q, dK) / scale : FLOAT32_MIN;
       const p = softmax(scores);
       for (let j = 0; j < p.length; j++) if (!keeps(mask, i, j)) p[j] = 0;
       const out = new Float32Array(value[0].length);
-      for (let j = 0; j < p.length; j++) for (let c = 0; c < out.length; c++) out[c] += p[j] * value[j][c];
+      for (let j = 0; j < p.length; j++) {
+        const pj = p[j], vj = value[j];
+        for (let c = 0; c < out.length; c++) out[c] += pj * vj[c];
+      }
       weights.push(p);
       output.push(out);
     });
@@ -455,7 +466,7 @@
 
   // The decoder's self-attention while decoding, for several hypotheses at once (beam search): row r of x is the
   // newest token of hypothesis r, which attends to its own earlier positions (caches[r], its KVCache) and to itself,
-  // so no mask is needed. The rows pass W^Q, W^K, W^V and W^O together: each weight, once read, serves four rows.
+  // so no mask is needed. The rows pass W^Q, W^K, W^V and W^O together: each weight, once read, serves them all.
   function cachedSelfAttention(x, attn, h, caches) {
     const q = linear(x, attn.wQ), k = linear(x, attn.wK), v = linear(x, attn.wV);
     const merged = x.map((_, r) => {
@@ -467,7 +478,8 @@
 
   // PositionwiseFeedForward: max(0, x W_1 + b_1) W_2 + b_2.
   function feedForward(x, ff) {
-    const hidden = linear(x, ff.w1).map((row) => row.map((v) => Math.max(0, v)));
+    const hidden = linear(x, ff.w1);
+    for (const row of hidden) for (let j = 0; j < row.length; j++) row[j] = Math.max(0, row[j]);
     return linear(hidden, ff.w2);
   }
 
@@ -512,8 +524,8 @@
   // log_softmax: x - max - log(sum(exp(x - max))), computed stably.
   function logSoftmax(x) {
     let max = -Infinity, sum = 0;
-    for (const v of x) max = Math.max(max, v);
-    for (const v of x) sum += Math.exp(v - max);
+    for (let i = 0; i < x.length; i++) max = Math.max(max, x[i]);
+    for (let i = 0; i < x.length; i++) sum += Math.exp(x[i] - max);
     const logSum = Math.log(sum), out = new Float32Array(x.length);
     for (let i = 0; i < x.length; i++) out[i] = x[i] - max - logSum;
     return out;
@@ -653,11 +665,11 @@
     return f32(((5.0 + length) / 6.0) ** alpha);
   }
 
-  // The k largest of `count` candidates score(n), best first; equal scores: the lower index n first.
-  function topK(k, count, score) {
+  // The k largest of `values`, best first; equal scores: the lower index n first.
+  function topK(k, values) {
     const top = [];                                              // [{score, index}], sorted
-    for (let n = 0; n < count; n++) {
-      const s = score(n);
+    for (let n = 0; n < values.length; n++) {
+      const s = values[n];
       if (top.length === k && !(s > top[k - 1].score)) continue;
       let at = top.length;
       while (at > 0 && s > top[at - 1].score) at--;             // after every equal score: stable
@@ -680,16 +692,18 @@
     for (let step = 1; step < maxLength; step++) {
       t = step;                                                  // t: the position being written
       const logp = nextLogProbs(model, memory, alive, cache);   // k x (V,)
-      const cand = (i, w) => f32(aliveLp[i] + logp[i][w]);      // raw score of hypothesis i + token w (float32)
+      const scores = new Float32Array(k * V);                   // raw score of hypothesis i + token w at i * V + w
+      logp.forEach((row, i) => { for (let w = 0; w < V; w++) scores[i * V + w] = aliveLp[i] + row[w]; });
       // 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
       let done = -Infinity, j = 0;
       for (let i = 0; i < k; i++) {
-        const s = f32(cand(i, endSymbol) / lengthPenalty(t, alpha));
+        const s = f32(scores[i * V + endSymbol] / lengthPenalty(t, alpha));
         if (s > done) [done, j] = [s, i];                        // the first of equal maxima, as torch.max
       }
       if (done > bestScore) [best, bestScore, bestLen] = [[...alive[j], endSymbol], done, t];
       // 2. going on: the k best extensions by other tokens, among all k * V
-      const top = topK(k, k * V, (n) => (n % V === endSymbol ? -Infinity : cand(Math.floor(n / V), n % V)));
+      for (let i = 0; i < k; i++) scores[i * V + endSymbol] = -Infinity;
+      const top = topK(k, scores);
       const parents = top.map((c) => Math.floor(c.index / V)), tokens = top.map((c) => c.index % V);
       aliveLp = top.map((c) => c.score);
       alive = parents.map((p, i) => [...alive[p], tokens[i]]);
