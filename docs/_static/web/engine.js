@@ -266,7 +266,7 @@
 
   // A translator's linear layers in one WebAssembly memory: every weight and bias copied in once, when the
   // translator is made; `linear(x, layer)` copies the rows of x in, runs the kernel, and copies y out. Each row
-  // of W, once read, serves up to five rows of x (fiveRows); a single row takes W row after row (oneRow).
+  // of W, once read, serves two to five rows of x (fiveRows); a single row takes W row after row (oneRow).
   // `create` gives null where this JavaScript has no WebAssembly SIMD or a layer's inFeatures is no multiple of 4:
   // `linear` stays in JavaScript.
   class WasmLinear {
