@@ -665,7 +665,7 @@
     return f32(((5.0 + length) / 6.0) ** alpha);
   }
 
-  // The k largest of `values`, best first; equal scores: the lower index n first.
+  // The k largest of `values` with their indices, best first; of equal values, the lower index first.
   function topK(k, values) {
     const top = [];                                              // [{score, index}], sorted
     for (let n = 0; n < values.length; n++) {
