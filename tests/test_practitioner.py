@@ -171,6 +171,7 @@ def test_api_edges_get_clear_errors(tmp_path):
 def test_threads_option(tmp_path):
     from transformer_nb.cli import main
     before = torch.get_num_threads()
+    torch.set_num_threads(2)                                  # so that the option has something to change
     try:
         assert main(["copy", "--threads", "1", "--epochs", "1", "--examples", "1"]) == 0
         assert torch.get_num_threads() == 1

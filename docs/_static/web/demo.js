@@ -87,25 +87,34 @@
 
   let drawing = 0;                                     // which request to draw is the latest; an older one stops
 
-  // The maps of the chosen kind, layer and head(s), one map per task, so that no drawing holds the page for long.
+  // The maps of the chosen kind, layer and head(s), one map per frame, so that no drawing holds the page for long.
   async function showMaps() {
     if (!last) return;
     const mine = ++drawing;
     const piece = (p) => (p === SPACE ? "▁" : p.replace(SPACE, ""));
     const src = last.srcPieces.map(piece), tgt = last.tgtPieces.slice(0, -1).map(piece);   // decoder input
     const k = kind.value, rows = k === "encoder" ? src : tgt, cols = k === "decoder_self" ? tgt : src;
-    const heads = last.attention[k][+layer.value];
+    const l = +layer.value, heads = last.attention[k][l];
     const shown = head.value === "all" ? heads.map((w, h) => [w, h]) : [[heads[+head.value], +head.value]];
     maps.replaceChildren();
     cell.textContent = "Point at a cell (or tap it) to read its weight.";
     for (const [w, h] of shown) {
-      maps.append(heatMap(w, rows, cols, `layer ${+layer.value + 1}, head ${h}`));
-      await new Promise((resolve) => setTimeout(resolve, 0));
-      if (mine !== drawing) return;
+      await afterNextFrame();                          // what is already there is drawn before the next map is built
+      if (mine !== drawing) return;                    // a newer request took over
+      maps.append(heatMap(w, rows, cols, `layer ${l + 1}, head ${h}`));
     }
   }
 
+  // Resolves once the page has drawn a frame: a task queued from requestAnimationFrame runs after that frame's
+  // drawing, so each map is laid out and painted in a frame of its own. A hidden page draws no frames (and runs no
+  // requestAnimationFrame): there, the next task.
+  function afterNextFrame() {
+    if (document.hidden) return new Promise((resolve) => setTimeout(resolve, 0));
+    return new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  }
+
   async function translate() {
+    drawing += 1;                                      // the maps of an earlier translation stop being drawn
     go.disabled = true;
     output.textContent = "…";
     await new Promise((resolve) => setTimeout(resolve, 0));   // let the page draw before the work starts
