@@ -20,21 +20,8 @@ ROOT = Path(__file__).parent
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _workers)))
+
 collect_ignore_glob = ["docs/*", "_proc/*", "_build/*", "build/*", "bench/*", "test-artifacts/*"]
-
-# Each file's tests run on one worker, in their order (`--dist loadfile`), and the files are handed out in the order of
-# this list (`--no-loadscope-reorder`), the longest first, so that the short ones fill in around them. Roughly in
-# order of their time with one thread each; a file not named keeps its place after these.
-LONGEST_FIRST = ["08_translation.ipynb", "tests/test_docs.py", "tests/test_bench.py", "web/test_parity.py",
-                 "09_distributed.ipynb", "10_own_task.ipynb", "15_cli.ipynb", "tests/test_pretrained.py",
-                 "14_browser.ipynb", "tests/test_repo.py", "13_precision.ipynb", "tests/test_practitioner.py",
-                 "07_copy_task.ipynb", "06_decoding.ipynb", "tests/test_distributed.py"]
-
-
-def pytest_collection_modifyitems(config, items):
-    rank = lambda item: next((i for i, name in enumerate(LONGEST_FIRST) if item.nodeid.split("::")[0].endswith(name)),
-                             len(LONGEST_FIRST))
-    items.sort(key=rank)                                  # a stable sort: each file's tests keep their order
 
 _RUNNER = """
 import sys
