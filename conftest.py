@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).parent
 
 # pytest.ini runs the tests in one worker process per core (pytest-xdist). In a worker, before anything imports torch:
-# its share of PyTorch's threads, as many in all as the cores this process may use (two processes that each use every
-# core slow each other down many times over).
+# its share of PyTorch's threads, the CPUs this process may use divided among the workers (two processes that each use
+# every core slow each other down many times over). A worker's torchrun passes its share on to each of its processes.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // _workers)))

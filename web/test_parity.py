@@ -352,8 +352,7 @@ def test_the_demo_translates_in_a_worker_without_holding_the_page(browser, http_
     than 50 ms (a long-task observer) while it translates and draws the maps, though the translation itself takes
     longer than that. Three tries, because on a machine shared with other programs a burst of theirs can stretch a
     single task; work that holds the main thread for long every time (a translation there) fails all three, work that
-    comes near 50 ms, or passes it only now and then, may pass (drawing the four maps in one task failed all three
-    tries over http and passed from file:// in one run)."""
+    comes near 50 ms, or passes it only now and then, may pass."""
     page = Page(browser.new_page(), "int8")
     page.page.goto(f"{http_root if mode == 'http' else HERE.as_uri() + '/'}demo.html")
     page.page.get_by_role("button", name="Load the model").click()
