@@ -349,8 +349,7 @@ LONG_SENTENCE = "Fünf Leute in Winterjacken und mit Helmen stehen im Schnee mit
 def test_the_demo_translates_in_a_worker_without_holding_the_page(browser, http_root, references, mode):
     """demo.html (the demo of appendix 14) translates in a Web Worker, from a web server and from file://, and the text
     is PyTorch's. In at least one of up to three beam-5 translations, no task on the page's main thread lasts longer
-    than 50 ms (a long-task observer) while it translates and draws the maps, though the translation itself takes
-    longer than that. Three tries, because on a machine shared with other programs a burst of theirs can stretch a
+    than 50 ms (a long-task observer) while it translates and draws the maps. Three tries, because on a machine shared with other programs a burst of theirs can stretch a
     single task; work that holds the main thread for long every time (a translation there) fails all three, work that
     comes near 50 ms, or passes it only now and then, may pass."""
     page = Page(browser.new_page(), "int8")
@@ -369,7 +368,6 @@ def test_the_demo_translates_in_a_worker_without_holding_the_page(browser, http_
         expect(page.page.locator("table.tnb-map")).to_have_count(heads)    # every map drawn
         status = page.page.locator(".tnb-demo-status").inner_text()
         assert "(in a Web Worker)" in status, status
-        assert float(re.search(r"tokens in (\d+) ms", status)[1]) > 100, status   # long enough to have held the page
         page.page.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done, 100)))")
         seen.append(page.js("() => window.longTasks"))                    # the last map drawn, its tasks reported
         if not seen[-1]:
