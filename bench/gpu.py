@@ -149,7 +149,7 @@ def syncs(a, device):
 
     def decode_step():
         with torch.no_grad():
-            memory, cache = model.encode(src, mask), init_cache(model)
+            memory, cache = model.encode(src, mask), init_cache(model, 4096)   # room for every timed step
             ys = torch.ones(8, 1, dtype=torch.long, device=device)
             sync(device)
             return lambda: next_log_probs(model, memory, mask, ys, cache)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import ddp_worker  # noqa: E402
 from transformer_nb.copy_task import epoch_batches  # noqa: E402
 from transformer_nb.checkpoint import read_checkpoint  # noqa: E402
-from transformer_nb.rebuild import model_from_checkpoint  # noqa: E402
+from transformer_nb.checkpoint import model_from_checkpoint  # noqa: E402
 
 HERE = Path(__file__).parent
 

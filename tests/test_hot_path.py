@@ -1,6 +1,7 @@
 """The hot path: a training step's forward + loss and one cached decoding step read no tensor value on the host, so
-`torch.compile` traces each as one graph and a GPU never waits for the CPU; the fast forms (causal masking alone, the
-loss at `Batch.rows`) give what the explicit forms give. CPU tests; the CUDA ones are skipped without a GPU."""
+`torch.compile` traces each as one graph and a GPU never waits for the CPU; a cached greedy step dispatches only the
+operations its computation needs; the fast forms (causal masking alone, the loss at `Batch.rows`) give what the explicit
+forms give. CPU tests; the CUDA ones are skipped without a GPU."""
 import pytest
 import torch
 import torch._dynamo as dynamo
@@ -9,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from transformer_nb.batch import Batch
 import transformer_nb.decoding as decoding
 from transformer_nb.decoding import init_cache, next_log_probs, greedy_decode, beam_search
-from transformer_nb.embedding import check_tokens
+from transformer_nb._checks import check_tokens
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
 from transformer_nb.masks import make_std_mask
 from transformer_nb.model import make_model
@@ -51,12 +52,50 @@ def test_a_cached_decoding_step_traces_as_one_graph():
     model, batch, _ = setup()
     model.eval()
     with torch.no_grad():
-        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model)
+        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model, 8)
         ys = torch.full((4, 1), BOS)
         ys = torch.cat([ys, next_log_probs(model, memory, batch.src_mask, ys, cache).argmax(-1, keepdim=True)], 1)
         dynamo.reset()
         e = dynamo.explain(next_log_probs)(model, memory, batch.src_mask, ys, cache)
     assert (e.graph_count, e.graph_break_count) == (1, 0), [str(r.reason)[:200] for r in e.break_reasons]
+
+
+class _Dispatched(torch.utils._python_dispatch.TorchDispatchMode):
+    "Counts the ATen operations dispatched inside it that are not views, and the values read back to the host."
+    def __init__(self):
+        super().__init__()
+        self.ops, self.reads = [], 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten._local_scalar_dense.default:          # .item(), int(t), bool(t), t.tolist()
+            self.reads += 1
+        elif func._schema.is_mutable or not any(r.alias_info for r in func._schema.returns):   # not a view
+            self.ops.append(str(func.overloadpacket))
+        return func(*args, **(kwargs or {}))
+
+
+def test_a_cached_greedy_step_of_the_shipped_translator_only_computes():
+    """One step of greedy decoding with the cache (the shipped translator, N=2): at most 46 operations that are not
+    views (13 matrix products, 7 additions, 6 LayerNorms, 4 attentions, the embedding, ...; no checks and no mask
+    conversions, which the decoders make once), nothing read back to the host, and the key/value cache written in
+    place: its tensor is the same object, one position longer, after the step."""
+    from transformer_nb.decoding import _greedy_step
+    from transformer_nb.masks import padding_mask
+    from transformer_nb.translator import load_pretrained
+    model, tokenizer, _ = load_pretrained()
+    src = torch.tensor([tokenizer.encode("Ein Hund läuft durch den Schnee.", True, True)] * 3)
+    mask = padding_mask(src, tokenizer.pad)
+    with torch.no_grad():
+        memory, cache = model.encode(src, mask), init_cache(model, 20)
+        ys, finished = torch.full((3, 20), tokenizer.bos), torch.zeros(3, dtype=torch.bool)
+        _greedy_step(model, memory, mask, ys, 1, cache, finished, tokenizer.eos, tokenizer.pad)   # allocates
+        held = [layer["self"].kv for layer in cache]
+        for t in (2, 3):
+            with _Dispatched() as seen:
+                _greedy_step(model, memory, mask, ys, t, cache, finished, tokenizer.eos, tokenizer.pad)
+            assert len(seen.ops) <= 46 and seen.reads == 0, (len(seen.ops), seen.reads, sorted(seen.ops))
+            assert "aten.cat" not in seen.ops and seen.ops.count("aten.addmm") == 13
+            assert all(a is b for a, b in zip((layer["self"].kv for layer in cache), held)) and len(cache[0]["self"]) == t
 
 
 def test_compiled_training_step_equals_eager():
@@ -159,7 +198,7 @@ def test_train_and_translate_run_without_cudnn_attention(monkeypatch):
     epoch (evaluation included) and `translate` its decoding with it switched off, leave the other kernels as they
     were set (one switched off by the user stays off), restore the setting after, and on a CPU change no number."""
     import transformer_nb.translator as translator
-    from transformer_nb.attention import attention_kernels
+    from transformer_nb.precision import without_cudnn_attention
     from transformer_nb.fit import train
     from transformer_nb.tokenizer import Tokenizer
     kernels = ("cudnn", "flash", "mem_efficient", "math")
@@ -171,7 +210,7 @@ def test_train_and_translate_run_without_cudnn_attention(monkeypatch):
     assert seen == [(False,) + before[1:]] * 2 and flags() == before
     torch.backends.cuda.enable_mem_efficient_sdp(False)                 # the user's own choice
     try:
-        with attention_kernels():
+        with without_cudnn_attention():
             assert flags() == (False, before[1], False, before[3])
         assert flags() == (before[0], before[1], False, before[3])
     finally:
@@ -183,7 +222,7 @@ def test_train_and_translate_run_without_cudnn_attention(monkeypatch):
     assert seen[-1][0] is False and flags() == before
     model, batch, loss_compute = setup()
     outside = train_forward(model, loss_compute, batch)
-    with attention_kernels():
+    with without_cudnn_attention():
         assert torch.equal(train_forward(model, loss_compute, batch), outside)
 
 
@@ -191,29 +230,67 @@ CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GP
 
 
 @CUDA
-def test_cuda_training_forward_backward_never_waits_for_the_gpu():
-    "Forward, loss (at Batch.rows) and backward queue work only: any host-device synchronisation raises."
+def test_cuda_training_step_never_waits_for_the_gpu():
+    """A whole training step queues work only (any host-device synchronisation raises): forward, loss at Batch.rows,
+    backward, the optimizer's step (fused Adam), the schedule's step and the moving average's update."""
+    from transformer_nb.fit import _MovingAverage
+    from transformer_nb.schedule import noam_optimizer
     model, batch, loss_compute = setup()
     model, batch = model.cuda(), batch.to("cuda")
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        train_forward(model, loss_compute, batch).backward()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
+    optimizer, scheduler = noam_optimizer(model)
+    average = _MovingAverage(model, 0.9, optimizer)
+    for step in range(3):                                         # the first update copies, the later ones average
+        if step == 1:
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            train_forward(model, loss_compute, batch).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    average.hook.remove()
+
+
+@CUDA
+def test_cuda_greedy_and_beam_search_wait_for_the_gpu_only_to_stop():
+    """Greedy decoding and beam search on a GPU read the device only where they decide to stop (every 8 steps) and
+    once at the end, for the output's length: at most max_length // 8 + 1 synchronisations, counted by PyTorch's sync
+    debug mode in its "warn" setting."""
+    import warnings
+    model, batch, _ = setup()
+    model, batch = model.cuda().eval(), batch.to("cuda")
+    kw = dict(max_length=17, start_symbol=BOS, end_symbol=EOS, padding_idx=PAD)
+    for decode in (lambda: greedy_decode(model, batch.src, batch.src_mask, **kw),
+                   lambda: beam_search(model, batch.src, batch.src_mask, beam_size=3, **kw)):
+        decode()                                                  # warm-up: allocations, kernels chosen
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                decode()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs = [w for w in caught if "synchroniz" in str(w.message)]
+        assert len(syncs) <= 17 // 8 + 1, [str(w.message)[:120] for w in syncs]
 
 
 @CUDA
 def test_cuda_cached_decoding_step_never_waits_for_the_gpu():
+    from transformer_nb.decoding import _greedy_step
     model, batch, _ = setup()
     model, batch = model.cuda().eval(), batch.to("cuda")
     with torch.no_grad():
-        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model)
-        ys = torch.full((4, 1), BOS, device="cuda")
+        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model, 8)
+        ys = torch.full((4, 8), BOS, device="cuda")
+        finished = torch.zeros(4, dtype=torch.bool, device="cuda")
+        _greedy_step(model, memory, batch.src_mask, ys, 1, cache, finished, EOS, PAD)   # allocates the cache
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
-            for _ in range(3):
-                ys = torch.cat([ys, next_log_probs(model, memory, batch.src_mask, ys, cache).argmax(-1, keepdim=True)], 1)
+            for t in range(2, 5):
+                _greedy_step(model, memory, batch.src_mask, ys, t, cache, finished, EOS, PAD)
         finally:
             torch.cuda.set_sync_debug_mode("default")

@@ -18,7 +18,7 @@ import transformer_nb
 from transformer_nb.model import make_model
 from transformer_nb.batch import Batch
 from transformer_nb.checkpoint import save_checkpoint, read_checkpoint
-from transformer_nb.rebuild import model_from_checkpoint
+from transformer_nb.checkpoint import model_from_checkpoint
 from transformer_nb.files import atomic_write
 from transformer_nb.epoch import run_epoch
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
@@ -324,22 +324,28 @@ def test_bf16_training_follows_fp32():
 
 
 class _Echo(torch.nn.Module):
-    "A stand-in model that writes its source back, token by token: whatever `translate` returns must be its input."
+    """A stand-in model that writes its source back, token by token: whatever `translate` returns must be its input.
+    It has what the decoders use: `encode`, `tgt_embed` (the token embedding, then the positions), `decoder` (with its
+    `layers`, for the cache) and `generator`."""
     def __init__(self, vocab: int):
         super().__init__()
         self.vocab, self.weight = vocab, torch.nn.Parameter(torch.zeros(1))   # a parameter: translate asks its device
-        self.decoder = torch.nn.Module()
-        self.decoder.layers = []                                         # no layers, so the decoding cache is empty
+        self.tgt_embed = (lambda tgt: tgt, lambda x, start: torch.full_like(x, start))   # x: the new token's position
+        self.decoder = _EchoDecoder()
 
     def encode(self, src, src_mask):
         return src
 
-    def decode(self, memory, src_mask, tgt, tgt_mask, cache=None, start=0):
-        t = min(start + tgt.size(1), memory.size(1) - 1)                 # the position of the token to write next
-        return memory[:, t].view(-1, 1, 1)
-
     def generator(self, x):
         return torch.nn.functional.one_hot(x.view(-1), self.vocab).float().clamp_min(1e-9).log()
+
+
+class _EchoDecoder(torch.nn.Module):
+    layers = []                                                           # no layers, so the decoding cache is empty
+
+    def forward(self, x, memory, src_mask, tgt_mask, cache=None):
+        t = min(int(x[0, 0]) + 1, memory.size(1) - 1)                    # the position of the token to write next
+        return memory[:, t].view(-1, 1, 1)
 
 
 @pytest.mark.parametrize("beam_size", [1, 3])
@@ -466,7 +472,7 @@ def test_train_keeps_a_moving_average_and_resumes_it_exactly(tmp_path):
     """`train(ema=)`: the average is evaluated, saved as the model and left in `model`; four epochs in one go equal two
     plus two resumed, weights and history; a run with an average cannot be resumed without one, nor the reverse."""
     from transformer_nb.checkpoint import CheckpointError
-    from transformer_nb.rebuild import model_from_checkpoint
+    from transformer_nb.checkpoint import model_from_checkpoint
     from transformer_nb.copy_task import copy_batches, PAD
     from transformer_nb.fit import train
     batches = lambda epoch: copy_batches(3, 16, generator=torch.Generator().manual_seed(epoch))
@@ -550,96 +556,19 @@ def test_a_copy_run_resumes_on_its_device(tmp_path, device):
 
 def test_a_checkpoint_of_another_format_is_refused_in_one_line(tmp_path):
     "A file without this version's format (an older version's, or none) is refused before anything is built."
-    from transformer_nb.checkpoint import CheckpointError, CHECKPOINT_FORMAT
+    from transformer_nb.checkpoint import CheckpointError
     path = tmp_path / "m.pt"
     save_checkpoint(path, make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0))
     ckpt = torch.load(path, weights_only=True)
-    assert ckpt["format"] == CHECKPOINT_FORMAT
-    for fmt, says in (("transformer-nb checkpoint 1", "its format is 'transformer-nb checkpoint 1'"),
+    assert ckpt["format"] == "transformer-nb checkpoint 4"
+    for fmt, says in (("transformer-nb checkpoint 3", "its format is 'transformer-nb checkpoint 3'"),
                       (None, "it names no format")):
         old = {k: v for k, v in ckpt.items() if k != "format"} | ({} if fmt is None else {"format": fmt})
         torch.save(old, path)
         with pytest.raises(CheckpointError) as e:
             read_checkpoint(path)
-        readable = ("this version reads 'transformer-nb checkpoint 2', 'transformer-nb checkpoint 3' and "
-                    f"{CHECKPOINT_FORMAT!r}")
-        assert says in str(e.value) and readable in str(e.value), str(e.value)
+        assert says in str(e.value) and "this version reads 'transformer-nb checkpoint 4'" in str(e.value), str(e.value)
         assert "\n" not in str(e.value)
-
-
-def test_a_checkpoint_from_before_qkv_were_stacked_still_loads(tmp_path):
-    """Format 2 kept W^Q, W^K, W^V as separate `w_q`, `w_k`, `w_v`: its weights load into the stacked `w_qkv` and the
-    model computes the same outputs; its optimizer state, laid out for the separate tensors, is refused in one line."""
-    from transformer_nb.checkpoint import CheckpointError
-    from transformer_nb.resume import load_checkpoint
-    from transformer_nb.schedule import noam_optimizer
-    torch.manual_seed(0)
-    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
-    optimizer, scheduler = noam_optimizer(model)
-    path = tmp_path / "new.pt"
-    save_checkpoint(path, model, optimizer, scheduler)
-    ckpt = torch.load(path, weights_only=True)
-    old = {}
-    for key, t in ckpt["model"].items():                          # the layout format 2 wrote
-        if ".w_qkv." in key:
-            old.update({key.replace("w_qkv", f"w_{n}"): part for n, part in zip("qkv", t.chunk(3))})
-        else:
-            old[key] = t
-    assert len(old) > len(ckpt["model"])
-    torch.save({**ckpt, "format": "transformer-nb checkpoint 2", "model": old}, tmp_path / "old.pt")
-    loaded = model_from_checkpoint(tmp_path / "old.pt")
-    for key, t in model.state_dict().items():
-        assert torch.equal(loaded.state_dict()[key], t), key
-    src, tgt = torch.randint(1, 10, (2, 5)), torch.randint(1, 10, (2, 4))
-    assert torch.equal(loaded(src, tgt, None), model.eval()(src, tgt, None))
-    fresh = make_model(loaded.config)
-    with pytest.raises(CheckpointError, match="its optimizer state does not, so its run cannot be resumed"):
-        load_checkpoint(tmp_path / "old.pt", fresh, *noam_optimizer(fresh))
-
-
-def _as_format_3(ckpt: dict) -> dict:
-    """A format 4 checkpoint as format 3 wrote it: the train state's counts under their old names, no `generator_bias`,
-    and a copy-task recipe as `CopyConfig` kept it, in extra["config"] with the Noam `factor` instead of the peak."""
-    state = {{"batches": "step", "steps": "accum_step"}.get(k, k): v for k, v in (ckpt["train_state"] or {}).items()}
-    config = {k: v for k, v in ckpt["config"].items() if k != "generator_bias"}
-    extra = dict(ckpt["extra"] or {})
-    if "recipe" in extra:
-        recipe = dict(extra.pop("recipe"))
-        recipe["factor"] = recipe.pop("lr") * (recipe["d_model"] * recipe["warmup"]) ** 0.5
-        extra["config"] = recipe
-    return {**ckpt, "format": "transformer-nb checkpoint 3", "train_state": state, "config": config, "extra": extra}
-
-
-def test_a_run_saved_in_format_3_resumes_as_if_saved_now(tmp_path):
-    """A run saved by the version before the renames (format 3: the train state's `step` and `accum_step`, the recipe
-    a `CopyConfig` in extra["config"] with a Noam `factor`) resumes exactly as the same run saved now."""
-    from transformer_nb.copy_task import CopyRecipe, train_copy
-    held = torch.randint(3, 11, (20, 6))
-    held[:, 0], held[:, -1] = 1, 2
-    new, old = tmp_path / "new.pt", tmp_path / "old.pt"
-    train_copy(CopyRecipe(epochs=1, batches_per_epoch=3), held_out=held, progress=False, save=new)
-    torch.save(_as_format_3(torch.load(new, weights_only=True)), old)
-    _, _, from_new = train_copy(CopyRecipe(epochs=2), held_out=held, progress=False, resume=new, save=tmp_path / "a.pt")
-    _, _, from_old = train_copy(CopyRecipe(epochs=2), held_out=held, progress=False, resume=old, save=tmp_path / "b.pt")
-    assert [r["loss"] for r in from_old] == [r["loss"] for r in from_new] and from_old[-1]["step"] == 6
-
-
-def test_a_format_3_model_without_biases_keeps_its_output_bias(tmp_path):
-    """Format 3's `bias=False` model still had a bias in its output layer, which format 4's has not: it loads with
-    `generator_bias=True`, computing what it computed, and saves as such."""
-    torch.manual_seed(0)
-    model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0, bias=False, generator_bias=True).eval()
-    torch.nn.init.normal_(model.generator.proj.bias)
-    save_checkpoint(tmp_path / "new.pt", model)
-    old = _as_format_3(torch.load(tmp_path / "new.pt", weights_only=True))
-    old["config"]["bias"] = False
-    torch.save(old, tmp_path / "old.pt")
-    loaded = model_from_checkpoint(tmp_path / "old.pt")
-    assert loaded.config.generator_bias is True and loaded.config.bias is False
-    src, tgt = torch.randint(1, 10, (2, 5)), torch.randint(1, 10, (2, 4))
-    assert torch.equal(loaded.generator(loaded(src, tgt, None)), model.generator(model(src, tgt, None)))
-    plain = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, bias=False)
-    assert not any(n.endswith("bias") for n, _ in plain.named_parameters())
 
 
 def test_train_runs_a_model_of_another_kind_through_its_protocol(tmp_path):
@@ -762,7 +691,7 @@ def test_a_model_rebuilt_from_its_file_draws_no_random_numbers_and_keeps_its_tie
     tied weights stay one Parameter (as many parameters as the saved model), the positional tables are computed, and
     the rebuilt model computes what the saved one did."""
     from transformer_nb.masks import make_std_mask, padding_mask
-    from transformer_nb.rebuild import average_checkpoints
+    from transformer_nb.checkpoint import average_checkpoints
     torch.manual_seed(0)
     model = make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0, **ties).eval()
     save_checkpoint(tmp_path / "m.pt", model)
@@ -813,3 +742,27 @@ def test_every_trainer_returns_the_same_shape():
         model, _, history = result                                     # a tuple with names
         assert model is result.model and [r["epoch"] for r in history] == [1]
     assert task.model is model                                         # trained in place, and returned
+
+
+MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+
+
+@pytest.mark.skipif(not MULTI30K.is_dir(), reason="needs ../shared/data/multi30k")
+def test_a_command_reads_its_checkpoint_once(tmp_path, monkeypatch):
+    """`translate --checkpoint` and `translate --resume` (and `copy`'s) read their file with one `torch.load`: it is
+    checked once and the parsed checkpoint is handed down to everything that uses it."""
+    from transformer_nb.cli import main
+    data = ["--data", str(MULTI30K), "--test-sentences", "2", "--examples", "1", "--beam-size", "1"]
+    sizes = ["--N", "1", "--d-model", "16", "--d-ff", "32", "--h", "2", "--vocab", "100", "--train-pairs", "60"]
+    run, copy_run = str(tmp_path / "mt.pt"), str(tmp_path / "copy.pt")
+    assert main(["translate", *data, *sizes, "--epochs", "1", "--save", run]) == 0
+    assert main(["copy", "--epochs", "1", "--save", copy_run, "--examples", "1"]) == 0
+    loads, load = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda f, *a, **k: (loads.append(str(f)), load(f, *a, **k))[1])
+    for argv, path in ((["translate", *data, "--checkpoint", run], run),
+                       (["translate", *data, "--train-pairs", "60", "--resume", run, "--epochs", "2"], run),
+                       (["copy", "--checkpoint", copy_run, "--examples", "1"], copy_run),
+                       (["copy", "--resume", copy_run, "--epochs", "2", "--examples", "1"], copy_run)):
+        loads.clear()
+        assert main(argv) == 0, argv
+        assert loads == [path], (argv, loads)

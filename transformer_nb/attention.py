@@ -5,19 +5,17 @@
 # %% ../nbs/02_attention.ipynb #95503487
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks import check_activations
+from ._checks import check_heads, check_mask
 from .masks import subsequent_mask
 
 # %% auto #0
-__all__ = ['attention', 'check_mask', 'MultiHeadedAttention', 'stack_qkv', 'sdpa_attention', 'store_attention_weights',
-           'check_attention_inputs', 'attention_kernels']
+__all__ = ['attention', 'MultiHeadedAttention', 'sdpa_attention', 'store_attention_weights']
 
 # %% ../nbs/02_attention.ipynb #41e92ff3
 def attention(query, key, value, mask=None, dropout=None):
@@ -30,7 +28,6 @@ def attention(query, key, value, mask=None, dropout=None):
     # (..., len_q, d_k) @ (..., d_k, len_k) -> (..., len_q, len_k)
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
-        check_mask(mask, scores.shape)                            # a boolean keep-mask (just below)
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
     p_attn = scores.softmax(dim=-1)                               # each row sums to 1
     if mask is not None:
@@ -40,29 +37,13 @@ def attention(query, key, value, mask=None, dropout=None):
     # (..., len_q, len_k) @ (..., len_k, d_v) -> (..., len_q, d_v)
     return p_attn @ value, p_attn
 
-# %% ../nbs/02_attention.ipynb #608d869d
-#| code-fold: true
-#| code-summary: Show the code (checking a mask)
-def check_mask(mask, shape: tuple, name: str = "mask"):
-    "Raise a clear error unless `mask` is a boolean keep-mask that broadcasts to `shape`."
-    if mask is None:
-        return
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
-        raise TypeError(f"`{name}` must be a boolean keep-mask (True = may attend), got "
-                        f"{getattr(mask, 'dtype', type(mask).__name__)}; see transformer_nb.masks for converters")
-    dims = zip(reversed(mask.shape), reversed(tuple(shape)))          # from the right, as broadcasting pairs them
-    if mask.dim() > len(shape) or any(m not in (1, s) for m, s in dims):   # broadcast_to's rule: mask expands to shape
-        raise ValueError(f"`{name}` of shape {tuple(mask.shape)} does not broadcast to {tuple(shape)}")
-
 # %% ../nbs/02_attention.ipynb #5e1f0a02
 class MultiHeadedAttention(nn.Module):
     """Multi-head attention: `h` heads of size `d_k = d_model // h` on `(batch, len, d_model)` inputs; `bias=False`:
     projections without biases."""
     def __init__(self, h: int, d_model: int, dropout: float = 0.1, bias: bool = True):
         super().__init__()
-        if h < 1 or d_model % h != 0:
-            raise ValueError(f"d_model={d_model} must be divisible by the number of heads h={h} "
-                             f"(each head gets d_k = d_model / h dimensions)")
+        check_heads(h, d_model)                                        # d_model splits into h heads
         self.h, self.d_model, self.d_k = h, d_model, d_model // h
         self.w_qkv = nn.Linear(d_model, 3 * d_model, bias=bias)        # W^Q, W^K, W^V stacked: (3*d_model, d_model)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)              # W^O
@@ -73,11 +54,11 @@ class MultiHeadedAttention(nn.Module):
         """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
         `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
         `KVCache` for decoding one position at a time (chapter 06)."""
-        check_attention_inputs(self.d_model, query, key, value, mask, causal)   # reads shapes, not data
+        _check_inputs(self.d_model, query, key, value, mask, causal)   # shapes only: no tensor is read (below)
         if cache is None:
             q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
         else:
-            q, k, v = cache.project(self, query, key, value)           # earlier steps' keys and values kept
+            q, k, v, mask = cache.project(self, query, key, value, mask)   # earlier steps' keys and values kept
         x = self.attend(q, k, v, mask, causal)                         # every head at once: (b, h, len_q, d_k)
         return self.w_o(self.merge_heads(x))                           # Concat(heads) W^O: (b, len_q, d_model)
 
@@ -121,41 +102,35 @@ class MultiHeadedAttention(nn.Module):
         rows, bias = slice(first * self.d_model, last * self.d_model), self.w_qkv.bias
         return F.linear(x, self.w_qkv.weight[rows], None if bias is None else bias[rows])
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        stack_qkv(state_dict, prefix)                                  # weights saved before W^Q, W^K, W^V were stacked
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
-# %% ../nbs/02_attention.ipynb #5e1f0a04
+# %% ../nbs/02_attention.ipynb #5e1f0a08
 #| code-fold: true
-#| code-summary: Show the code (loading the separate layout)
-def stack_qkv(state_dict: dict, prefix: str | None = None) -> dict:
-    """Rewrite, in place, the separate `w_q`, `w_k`, `w_v` of a state dict saved before this package stacked them into
-    one `w_qkv` (of the attention at `prefix`, or of every attention); returns `state_dict`."""
-    old = [key[: -len("w_q.weight")] for key in state_dict if isinstance(key, str) and key.endswith("w_q.weight")]
-    for p in {prefix} if prefix is not None else old:
-        for kind in ("weight", "bias"):
-            parts = [f"{p}w_{name}.{kind}" for name in "qkv"]
-            if all(key in state_dict for key in parts):
-                state_dict[f"{p}w_qkv.{kind}"] = torch.cat([state_dict.pop(key) for key in parts])   # rows Q, K, V
-    return state_dict
+#| code-summary: Show the code (checking the shapes)
+def _check_inputs(d_model: int, query, key, value, mask=None, causal: bool = False):
+    "Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts."
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.size(-1) != d_model:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
+    if not query.size(0) == key.size(0) == value.size(0):
+        raise ValueError(f"`query`, `key` and `value` must have the same batch size, got "
+                         f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
+    if key.shape[:2] != value.shape[:2]:
+        raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
+    if mask is not None and causal:
+        raise ValueError("give a `mask` or `causal=True`, not both")
+    check_mask(mask, (query.size(0), query.size(1), key.size(1)))     # a boolean tensor that broadcasts
 
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal: bool = False):
-    """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights); fully masked rows give
-    zeros, as in `attention`. `causal=True` (with no `mask`): query `i` attends to keys `j <= i`, by the kernel's own
-    causal mask. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
+    """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights). `mask`: a boolean keep-mask
+    that broadcasts to `(..., len_q, len_k)`, or `causal=True`: query `i` attends to keys `j <= i`, by the kernel's
+    own causal mask. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
     if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 on a CPU (appendix 13): forward +
         with torch.autocast("cpu", enabled=False):                     # backward is slower in bfloat16 than
-            out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p, causal)  # in float32
+            mask = mask.float() if mask is not None and mask.is_floating_point() else mask   # in float32
+            out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p, causal)
         return out.to(query.dtype)
-    if mask is None:
-        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p, is_causal=causal)
-    if causal:
-        raise ValueError("give a `mask` or `causal=True`, not both")
-    check_mask(mask, query.shape[:-1] + key.shape[-2:-1])
-    empty = ~mask.any(dim=-1, keepdim=True)                            # (..., len_q or 1, 1): rows with no key
-    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | empty, dropout_p=dropout_p)
-    return out.masked_fill(empty, 0.0)                                 # (..., len_q, d_v)
+    return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
 
 
 def store_attention_weights(model: nn.Module, enabled: bool = True):
@@ -165,37 +140,3 @@ def store_attention_weights(model: nn.Module, enabled: bool = True):
             m.store_weights = enabled
             m.attn = None
     return model
-
-# %% ../nbs/02_attention.ipynb #5e1f0a08
-#| code-fold: true
-#| code-summary: Show the code (checking the inputs)
-def check_attention_inputs(d_model: int, query, key, value, mask=None, causal: bool = False):
-    "Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts."
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        check_activations(t, d_model, name)
-    if not query.size(0) == key.size(0) == value.size(0):
-        raise ValueError(f"`query`, `key` and `value` must have the same batch size, got "
-                         f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
-    if key.shape[:2] != value.shape[:2]:
-        raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
-    if mask is not None and causal:
-        raise ValueError("give a `mask` or `causal=True`, not both")
-    if mask is not None:
-        check_mask(mask, (query.size(0), query.size(1), key.size(1)))   # a boolean tensor that broadcasts
-        if mask.dim() != 3:
-            raise ValueError(f"`mask` must have shape (batch, 1 or len_q, len_k), got {tuple(mask.shape)}")
-
-# %% ../nbs/02_attention.ipynb #a77e0002
-#| code-fold: true
-#| code-summary: Show the code (leaving cuDNN's kernel out)
-@contextlib.contextmanager
-def attention_kernels():
-    """A context in which `scaled_dot_product_attention` does not use cuDNN's kernel, which builds a plan for every new
-    shape of its inputs; the other kernels stay as they were set, and cuDNN's setting (one for the whole process) is
-    restored on exit."""
-    before = torch.backends.cuda.cudnn_sdp_enabled()
-    torch.backends.cuda.enable_cudnn_sdp(False)
-    try:
-        yield
-    finally:
-        torch.backends.cuda.enable_cudnn_sdp(before)

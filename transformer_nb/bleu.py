@@ -4,7 +4,7 @@
 """BLEU with sacreBLEU, and the signature that says how it was computed (chapter 08)."""
 from __future__ import annotations
 
-from .checks import is_int
+from ._checks import is_int
 
 # %% auto #0
 __all__ = ['bleu', 'moses_tokenize', 'bleu_signature']

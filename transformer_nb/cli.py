@@ -16,12 +16,12 @@ import torch
 from .checkpoint import CheckpointError
 from .commands import UsageError, copy_command, summary_command, translate_command
 from .copy_task import CopyRecipe
-from .model import make_model_defaults
+from .model import ModelConfig
 from .translation import TranslationRecipe
 from .translator import PRETRAINED_TRANSLATOR
 
 # %% auto #0
-__all__ = ['FIELDS', 'ALIASES', 'RENAMED', 'LOADED', 'RESUMED', 'build_parser', 'main']
+__all__ = ['build_parser', 'main']
 
 # %% ../nbs/15_cli.ipynb #eed3c74b
 #| code-fold: true
@@ -70,7 +70,7 @@ def _seed(text: str) -> int:
 
 # Every option that sets a field of ModelConfig, CopyRecipe or TranslationRecipe, once: its check and its help. The
 # option is the field's name (`--d-model` sets `d_model`); its default is the field's default in the command's recipe.
-FIELDS = {
+_FIELDS = {
     "src_vocab": (_positive, "source vocabulary size"),
     "tgt_vocab": (_positive, "target vocabulary size"),
     "vocab": (_positive, "joint BPE vocabulary of both languages"),
@@ -97,22 +97,14 @@ FIELDS = {
     "beam_size": (_positive, "beam size for the test set and --sentence; 1 decodes greedily"),
     "length_penalty": (_alpha, "beam search's length penalty alpha; 0: none"),
 }
-ALIASES = {"beam_size": ["--beam"]}                      # an older name, still accepted
-RENAMED = {"translate": {"--vocab-size": "--vocab"}}      # options of an earlier version, refused with the new name
-
-
-class _Renamed(argparse.Action):
-    "An option an earlier version had: refused with a line naming the one that replaced it."
-    def __call__(self, parser, namespace, values, option_string=None):
-        parser.error(f"{option_string} is now {self.const}")
 
 
 def _add_fields(parser: argparse.ArgumentParser, title: str, defaults: dict | None, names: list[str]):
     "Options for the fields `names`, with the defaults of the recipe the command fills (None: no defaults)."
     group = parser.add_argument_group(title)
     for name in names:
-        kind, text = FIELDS[name]
-        flags = ["--" + name.replace("_", "-"), *ALIASES.get(name, [])]
+        kind, text = _FIELDS[name]
+        flags = ["--" + name.replace("_", "-")]
         default = defaults[name] if defaults is not None else argparse.SUPPRESS
         if kind is bool:
             group.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=default, help=text)
@@ -166,8 +158,6 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
                 ["vocab", "N", "d_model", "d_ff", "h", "max_tokens", "epochs", "lr", "warmup", "schedule", "seed",
                  "device", "precision", "beam_size", "length_penalty"])
     _add_run_args(t, "the model and its tokenizer")
-    for old, new in RENAMED["translate"].items():
-        t.add_argument(old, action=_Renamed, const=new, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     t.add_argument("--sentence", action="append", metavar="TEXT", help="translate this German sentence (repeatable) "
                    "instead of scoring the test set")
     t.add_argument("--pretrained", action="store_true", help="use the translator the package ships (chapter 08's "
@@ -178,22 +168,22 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     t.set_defaults(run=translate_command)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
     _add_fields(s, "the model (ModelConfig's fields; defaults: the paper's base sizes, nothing shared)",
-                fill({**make_model_defaults(), "src_vocab": 37000, "tgt_vocab": 37000}),
+                fill(asdict(ModelConfig(37000, 37000))),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
     s.set_defaults(run=summary_command)
     return parser
 
 
-LOADED = {"copy": {"device"}, "translate": {"device", "precision", "beam_size", "length_penalty"}}   # what applies
-RESUMED = {"epochs", "precision"}                                     # to a loaded model; and to a resumed run
+_LOADED = {"copy": {"device"}, "translate": {"device", "precision", "beam_size", "length_penalty"}}   # what applies
+_RESUMED = {"epochs", "precision"}                                     # to a loaded model; and to a resumed run
 
 
 def _refuse_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace):
     """With --checkpoint (a trained model) or --resume (a run with its recipe), an option that sets the recipe would be
     ignored: refuse it rather than accept it silently. --resume still takes --epochs and --precision."""
-    flag, allowed = (args.loaded_by, LOADED[args.command]) if args.checkpoint else (
-        "--resume", LOADED[args.command] | RESUMED)
+    flag, allowed = (args.loaded_by, _LOADED[args.command]) if args.checkpoint else (
+        "--resume", _LOADED[args.command] | _RESUMED)
     ignored = sorted(args.given - allowed) + (["train_pairs"] if args.checkpoint and getattr(
         args, "train_pairs", None) else [])
     if ignored:
@@ -208,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     1 when a file cannot be written, 130 after Ctrl-C."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.given = set(vars(build_parser(defaults=False).parse_args(argv))) & set(FIELDS)   # the options typed
+    args.given = set(vars(build_parser(defaults=False).parse_args(argv))) & set(_FIELDS)   # the options typed
     if getattr(args, "pretrained", False):
         if args.checkpoint:
             parser.error("--pretrained loads the translator the package ships, --checkpoint another: give one of them")

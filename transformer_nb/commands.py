@@ -14,9 +14,8 @@ from pathlib import Path
 import torch
 
 from .bleu import bleu
-from .checkpoint import read_checkpoint, CheckpointError
-from .rebuild import model_from_checkpoint
-from .recipe import saved_recipe
+from .checkpoint import read_checkpoint, model_from_checkpoint, CheckpointError
+from .fit import saved_recipe
 from .copy_task import CopyRecipe, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
 from .data import MULTI30K_SHA256, load_multi30k
 from .decoding import greedy_decode
@@ -81,8 +80,9 @@ def _check_args(a: argparse.Namespace):
             what = "a folder, not a file" if Path(path).is_dir() else "not a regular file" if Path(path).exists() \
                 else "no such file"
             raise UsageError(f"--{flag} {path}: {what}")
+    a.loaded = next((read_checkpoint(p) for p in (a.checkpoint, a.resume) if p is not None), None)   # read once
     if a.resume is not None:                                 # a run resumed only to end where it is trains nothing
-        done = len(extra.get("history") or []) if isinstance(extra := read_checkpoint(a.resume)["extra"], dict) else 0
+        done = len((a.loaded.get("extra") or {}).get("history") or [])
         if a.epochs <= done:
             raise UsageError(f"--epochs {a.epochs}: the run in {a.resume} has already trained {done} epochs; give "
                              f"more than {done} to train on")
@@ -137,24 +137,24 @@ def copy_command(a: argparse.Namespace) -> int:
     _check_args(a)
     world = _world(a)
     if a.checkpoint is not None:
-        kind = read_checkpoint(a.checkpoint, a.device)["kind"]
-        if kind not in ("copy", "plain"):
-            raise CheckpointError(a.checkpoint, f"a checkpoint of a {kind} model, not of a copy-task model", ours=True)
-        model = model_from_checkpoint(a.checkpoint, map_location=a.device)
+        if a.loaded["kind"] not in ("copy", "plain"):
+            raise CheckpointError(a.checkpoint, f"a checkpoint of a {a.loaded['kind']} model, not of a copy-task model",
+                                  ours=True)
+        model = model_from_checkpoint(a.loaded, map_location=a.device)
         held = held_out_set(vocab=model.config.src_vocab)
         print(f"loaded {a.checkpoint}: "
               + ", ".join(f"{k}={getattr(model.config, k)}" for k in ("src_vocab", "N", "d_model", "d_ff", "h")))
     else:
         recipe = _recipe(CopyRecipe, a)
         if a.resume is not None:
-            recipe = saved_recipe(a.resume, CopyRecipe, "copy", **_resumed(a))
+            recipe = saved_recipe(a.loaded, CopyRecipe, "copy", **_resumed(a))
         held = held_out_set(vocab=recipe.vocab, min_symbols=recipe.min_symbols, max_symbols=recipe.max_symbols)
         print(f"{'resuming ' + str(a.resume) if a.resume else 'training the copy task'} on {a.device}: N={recipe.N}, "
               f"d_model={recipe.d_model}, d_ff={recipe.d_ff}, h={recipe.h}, batch {recipe.batch_size}, "
               f"{recipe.batches_per_epoch} batches per epoch, seed {recipe.seed}", flush=True)
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:5d}  loss {r['loss']:.4f}  "
                                  f"held-out exact copies {r['accuracy']:7.1%}  {r['seconds']:6.1f}s", flush=True)
-        model, _, history = _train(a, lambda done: train_copy(recipe, held_out=held, save=a.save, resume=a.resume,
+        model, _, history = _train(a, lambda done: train_copy(recipe, held_out=held, save=a.save, resume=a.loaded,
                                                            on_epoch=lambda r: (done(r), report(r)), world=world,
                                                            compile=a.compile))
         if a.save is not None:
@@ -192,17 +192,17 @@ def translate_command(a: argparse.Namespace) -> int:
     _check_args(a)
     world = _world(a)
     if a.checkpoint is not None:
-        model, tokenizer, _ = load_translator(a.checkpoint, map_location=a.device)
+        model, tokenizer, _ = load_translator(a.loaded, map_location=a.device)
         name = "the translator the package ships" if getattr(a, "pretrained", False) else a.checkpoint
         print(f"loaded {name}: {len(tokenizer)} tokens, "
               + ", ".join(f"{k}={getattr(model.config, k)}" for k in ("N", "d_model", "d_ff", "h")))
     else:
         recipe = _recipe(TranslationRecipe, a)
         if a.resume is not None:
-            recipe = replace(saved := recipe_from_checkpoint(a.resume), **_resumed(a))
+            recipe = replace(saved := recipe_from_checkpoint(a.loaded), **_resumed(a))
             if saved.schedule == "linear" and recipe.epochs != saved.epochs:
                 raise UsageError(f"--epochs {recipe.epochs}: the run in {a.resume} "
-                                 f"{linear_end(a.resume, saved, '--epochs ')}")
+                                 f"{linear_end(a.loaded, saved, '--epochs ')}")
         train_pairs, val_pairs = _translate_data(a, "train")[: a.train_pairs], _translate_data(a, "val")
         tokenizer = None
         if a.resume is None:                     # learned here, so that a vocabulary too small is named
@@ -216,7 +216,7 @@ def translate_command(a: argparse.Namespace) -> int:
         report = lambda r: print(f"epoch {r['epoch']:3d}  step {r['step']:6d}  loss {r['loss']:.3f}  val loss "
                                  f"{r['val_loss']:.3f}  {r['seconds']:7.1f}s", flush=True)
         model, tokenizer, history = _train(a, lambda done: train_translation(
-            recipe, train_pairs, val_pairs, tokenizer=tokenizer, save=a.save, resume=a.resume,
+            recipe, train_pairs, val_pairs, tokenizer=tokenizer, save=a.save, resume=a.loaded,
             on_epoch=lambda r: (done(r), report(r)), world=world, compile=a.compile))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")

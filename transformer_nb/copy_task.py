@@ -11,14 +11,12 @@ import torch
 
 from .model import ModelConfig, make_model
 from .batch import Batch
-from .rebuild import model_from_checkpoint
-from .recipe import check_recipe, saved_recipe, check_saved_model
-from .fit import train, TrainResult
+from .checkpoint import read_checkpoint, model_from_checkpoint
+from .fit import train, TrainResult, saved_recipe, check_saved_model
+from .precision import resolve_precision
+from ._checks import check_recipe
 from .schedule import noam_optimizer
 from .decoding import greedy_decode
-from .checks import renamed, renamed_names
-
-__getattr__ = renamed_names(__name__, CopyConfig="CopyRecipe")   # an earlier version's name, refused with the new one
 
 # %% auto #0
 __all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'is_reserved', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyRecipe',
@@ -99,7 +97,6 @@ def _check_sequences(seqs, name: str):
         raise ValueError(f"`{name}` must be a (n >= 1, width) tensor of token ids, got {got}")
 
 # %% ../nbs/07_copy_task.ipynb #b9a35a8e
-@renamed(factor="`lr`, the peak learning rate (Noam's factor f peaks at f / sqrt(d_model * warmup))")
 @dataclass
 class CopyRecipe:
     "The copy-task recipe: model size, data, optimizer schedule and stopping rule."
@@ -129,6 +126,7 @@ class CopyRecipe:
                      dict(lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
                           smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
                           target_accuracy=(lambda x: 0 < x <= 1, "a fraction in (0, 1]")))
+        resolve_precision(self.precision)                # one of "fp32", "bf16", "auto" (appendix 13)
         if self.batch_size > 65_536:                     # sequences per batch, all in memory at once
             raise ValueError(f"`batch_size` must be at most 65,536, got {self.batch_size:,}")
         self.model_config()                              # the model's fields, checked by ModelConfig (chapter 04)
@@ -139,7 +137,6 @@ class CopyRecipe:
                            pre_norm=self.pre_norm, padding_idx=PAD)
 
 
-@renamed(config="`recipe`")
 def epoch_batches(recipe: CopyRecipe, epoch: int) -> list:
     "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
     g = torch.Generator().manual_seed((recipe.seed * 100_003 + epoch) % 2**63)     # any seed the recipe accepts
@@ -152,23 +149,24 @@ def copy_optimizer(model, recipe: CopyRecipe):
     return noam_optimizer(model, recipe.lr * (recipe.d_model * recipe.warmup) ** 0.5, recipe.warmup)
 
 
-@renamed(config="`recipe` (`config` names the model's ModelConfig)")
 def train_copy(recipe: CopyRecipe | None = None, held_out=None, progress: bool | None = None, on_epoch=None,
                save=None, resume=None, world=None, compile: bool | str = False):
     """Train a model on the copy task (`recipe`, default `CopyRecipe()`) until `recipe.target_accuracy` on `held_out`
     (default `held_out_set()`) or `recipe.epochs`. Returns a `TrainResult` (appendix 12), `(model, None, history)`:
     no tokenizer, and one record per epoch with steps, seconds, loss and accuracy.
-    `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (with its recipe; only
+    `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (a file, or read
+    already by `read_checkpoint`; with its recipe; only
     `recipe.epochs`, `recipe.device` and `recipe.precision` are taken from `recipe`); `world`: several processes
     (chapter 09); `compile`: `train`'s (appendix 12)."""
     recipe = CopyRecipe() if recipe is None else recipe
     if not isinstance(recipe, CopyRecipe):
         raise TypeError(f"`recipe` must be a CopyRecipe, got {type(recipe).__name__}")
     if resume is not None:
+        resume = read_checkpoint(resume, kind="copy")                   # read and checked once
         recipe = saved_recipe(resume, CopyRecipe, "copy", epochs=recipe.epochs, device=recipe.device,
                               precision=recipe.precision)
-        model = model_from_checkpoint(resume, recipe.device, kind="copy")
-        check_saved_model(resume, model.config, recipe.model_config())
+        model = model_from_checkpoint(resume, recipe.device)
+        check_saved_model(resume["path"], model.config, recipe.model_config())
     else:
         torch.manual_seed(recipe.seed)
         model = make_model(recipe.model_config())

@@ -19,7 +19,7 @@ from torch.nn.utils.rnn import pad_sequence
 from .batch import Batch
 from .files import atomic_write
 from .tokenizer import Tokenizer
-from .checks import is_int
+from ._checks import is_int
 
 # %% auto #0
 __all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'pad_ids', 'bucket_batches', 'bucket_count']

@@ -6,18 +6,17 @@
 from __future__ import annotations
 
 import contextlib
-import warnings
 
 import torch
 from torch import nn
 
 from .embedding import max_positions
+from .masks import keep_to_additive
 from .precision import autocast
-from .checks import is_int, is_number
+from ._checks import is_int, is_number, check_decode_args, check_symbols
 
 # %% auto #0
-__all__ = ['PAPER_BEAM_SIZE', 'PAPER_LENGTH_PENALTY', 'BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'init_cache',
-           'next_log_probs', 'KVCache', 'beam_search']
+__all__ = ['BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'init_cache', 'next_log_probs', 'KVCache', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
@@ -25,28 +24,36 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
                   padding_idx: int | None = None, use_cache: bool = True, precision: str = "fp32"):
     """Greedy decoding: `(batch, <= max_length)` tokens starting with `start_symbol`; finished rows are filled with
     `padding_idx` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    max_length = _check_decode_args(model, src, src_mask, max_length)
-    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
+    max_length = check_decode_args(src, src_mask, max_length, max_positions(model))
+    check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
                    use_cache=use_cache)
     fill = padding_idx if padding_idx is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
     with _eval_mode(model), autocast(precision, src.device):
-        memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), computed once
-        ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)
+        memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), checked once
+        ys = torch.full((src.size(0), max_length), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        length = torch.ones_like(ys[:, 0])                             # (batch,) tokens up to each row's end
-        cache, every = init_cache(model) if use_cache else None, _stop_interval(src.device)
+        cache, every, t = init_cache(model, max_length) if use_cache else None, _stop_interval(src.device), 0
         for t in range(1, max_length):                                 # t: the position being written
-            next_tok = next_log_probs(model, memory, src_mask, ys, cache).argmax(-1)  # (batch,)
-            if end_symbol is not None:
-                length = torch.where(finished, length, t + 1)
-                next_tok = torch.where(finished, fill, next_tok)
-                finished |= next_tok == end_symbol
-            ys = torch.cat([ys, next_tok.unsqueeze(1)], dim=1)          # (batch, t) -> (batch, t + 1)
+            _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fill)
             if end_symbol is not None and t % every == 0 and finished.all():   # reading `finished` waits for a GPU
                 break
-    return ys[:, : int(length.max())] if end_symbol is not None else ys  # steps after the last row ended: dropped
+    ys = ys[:, : t + 1]                                                # the columns written
+    if end_symbol is None or t == 0:
+        return ys
+    ended = ys[:, 1:] == end_symbol                                    # steps after the last row ended: dropped
+    length = torch.where(ended.any(1), ended.int().argmax(1) + 2, t + 1)
+    return ys[:, : int(length.max())]
+
+
+def _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fill):
+    "Write position `t` of `ys` `(batch, max_length)`: the most likely next token, `fill` where a row has ended."
+    tok = next_log_probs(model, memory, src_mask, ys[:, :t], cache).argmax(-1)   # (batch,)
+    if end_symbol is not None:
+        tok.masked_fill_(finished, fill)
+        finished |= tok == end_symbol
+    ys[:, t] = tok
 
 # %% ../nbs/06_decoding.ipynb #3d5d5a38
 @contextlib.contextmanager
@@ -66,90 +73,61 @@ def _stop_interval(device: torch.device) -> int:
     return 1 if device.type == "cpu" else 8
 
 
-def init_cache(model) -> list:
-    "Empty key/value caches for every decoder layer: self-attention grows, cross-attention is static."
-    return [{"self": KVCache(), "src": KVCache(static=True)} for _ in model.decoder.layers]
+def init_cache(model, max_length: int) -> list:
+    """Empty key/value caches for every decoder layer, for outputs of up to `max_length` tokens: self-attention's
+    filled one position per step, cross-attention's (`static`) once."""
+    return [{"self": KVCache(max_length), "src": KVCache(static=True)} for _ in model.decoder.layers]
 
 
 def next_log_probs(model, memory, src_mask, ys, cache=None):
-    """Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`; with a `cache`, only the last token of
-    `ys` is fed."""
+    """Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`. With a `cache`, only the last token of
+    `ys` is fed, at its position `t - 1`, through the decoder stack: the decoders checked their inputs once, before
+    the first step, and check nothing here."""
     if cache is None:                                                  # recompute every position, causal mask
-        out = model.decode(memory, src_mask, ys, None)                 # None: causal. (batch, t, d_model)
-    else:                                                              # only the new position, at its true offset
-        out = model.decode(memory, src_mask, ys[:, -1:], None, cache=cache, start=ys.size(1) - 1)  # (batch, 1, d_model)
+        out = model.decode(memory, src_mask, ys)                       # (batch, t, d_model)
+    else:
+        embed, position = model.tgt_embed                              # Embeddings, then the positional encoding
+        x = position(embed(ys[:, -1:]), start=ys.size(1) - 1)          # the new token at its true position
+        out = model.decoder(x, memory, src_mask, None, cache)          # (batch, 1, d_model)
     return model.generator(out[:, -1])                                # (batch, vocab)
-
-
-def _check_decode_args(model, src, src_mask, max_length) -> int:
-    "Check the arguments; returns `max_length`, capped (with a warning) at the model's positional table."
-    if not isinstance(src, torch.Tensor) or src.dim() != 2:
-        got = f"shape {tuple(src.shape)}" if isinstance(src, torch.Tensor) else type(src).__name__
-        raise ValueError(f"`src` must be a (batch, len_src) tensor of token ids, got {got}")
-    if src.size(1) == 0 and src.size(0) > 0:
-        raise ValueError("`src` has no tokens (len_src = 0): there is nothing to decode from")
-    if src_mask is not None and (src_mask.dim() != 3 or src_mask.shape[::2] != src.shape):   # (batch, 1, len_src)
-        raise ValueError(f"`src_mask` must be a (batch={src.size(0)}, 1, len_src={src.size(1)}) keep-mask, "
-                         f"got {tuple(src_mask.shape)}")
-    if not is_int(max_length) or max_length < 1:
-        raise ValueError(f"`max_length` counts the start symbol and must be an integer of at least 1, "
-                         f"got {max_length!r}")
-    limit = max_positions(model)
-    if limit is not None and max_length > limit:
-        warnings.warn(f"max_length={max_length} is longer than the model's positional table: "
-                      f"decoding stops at {limit} tokens")
-        max_length = limit
-    return max_length
-
-
-def _check_symbols(model, **symbols):
-    """Token ids the decoder writes must be ids of the target vocabulary (when the model says how large it is), and
-    its switches (`use_cache`, `return_scores`) True or False."""
-    proj = getattr(getattr(model, "generator", None), "proj", None)
-    vocab = getattr(proj, "out_features", None)
-    for name, value in symbols.items():
-        if value is None and name != "start_symbol":
-            continue
-        if name in ("use_cache", "return_scores"):
-            if not isinstance(value, bool):
-                raise TypeError(f"`{name}` must be True or False, got {value!r}")
-        elif not is_int(value) or value < 0 or (vocab and value >= vocab):
-            raise ValueError(f"`{name}` must be a token id in [0, {vocab or 'vocabulary size'}), got {value!r}")
-    if symbols.get("end_symbol") is not None and symbols["end_symbol"] == symbols["start_symbol"]:
-        raise ValueError(f"`start_symbol` and `end_symbol` must differ, got {symbols['start_symbol']} for both: "
-                         "every output would end before it starts")
 
 # %% ../nbs/06_decoding.ipynb #cce68e7d
 class KVCache:
-    """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps: `static` ones (cross-attention) are
-    computed once, others grow by one position per step."""
-    def __init__(self, static: bool = False):
-        self.static, self.k, self.v = static, None, None
+    """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps. Self-attention's are written in
+    place, one position per step, into one tensor allocated at the first step for `max_length` positions;
+    cross-attention's (`static`) are computed once, from the encoder's output."""
+    def __init__(self, max_length: int | None = None, static: bool = False):
+        self.max_length, self.static, self.kv, self.t = max_length, static, None, 0   # t: positions held
 
-    def project(self, mha, query, key, value):
-        "The attention `mha`'s queries, keys and values `(b, h, len, d_k)`, keys and values joined to those kept."
-        if self.static and self.k is not None:                         # cross-attention: the memory's, from step 1
-            return mha.split_heads(mha.projection(query, "q")), self.k, self.v
-        q, k, v = mha.project(query, key, value)                       # this step's positions
-        return (q, *self.update(k, v))
+    def __len__(self):
+        return self.t
 
-    def update(self, k, v):
-        "Store (static) or append (self-attention) the new keys and values; return all of them."
-        if not self.static and self.k is not None:
-            # (b, h, t, d_k) + (b, h, 1, d_k) -> (b, h, t+1, d_k)
-            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
-        self.k, self.v = k, v
-        return k, v
+    def project(self, mha, query, key, value, mask=None):
+        """The attention `mha`'s queries, keys and values `(b, h, len, d_k)`, the new positions' joined to those kept,
+        and the mask to attend with: for cross-attention, the keep-mask made once into the additive one (0 or -inf)
+        that the fused kernel adds to its scores, which it would otherwise make again at every step."""
+        if self.static:                                                # cross-attention: the memory's, from step 1
+            if self.kv is None:
+                q, k, v = mha.project(query, key, value)
+                self.kv, self.t = torch.stack([k, v]), k.size(2)       # (2, b, h, len_src, d_k)
+                self.mask = mask if mask is None or mha.store_weights else keep_to_additive(mask, q.dtype)
+                return q, k, v, self.mask
+            return mha.split_heads(mha.projection(query, "q")), self.kv[0], self.kv[1], self.mask
+        b, n, _ = query.shape
+        # (b, n, 3 * d_model) -> (b, n, 3, h, d_k) -> (3, b, h, n, d_k): queries, keys, values of the new positions
+        qkv = mha.w_qkv(query).view(b, n, 3, mha.h, mha.d_k).permute(2, 0, 3, 1, 4)
+        if self.kv is None:                                            # keys and values of every position to come
+            self.kv = qkv.new_empty(2, b, mha.h, self.max_length, mha.d_k)
+        self.kv[:, :, :, self.t: self.t + n] = qkv[1:]                 # written in place: no copy of earlier steps
+        self.t += n
+        return qkv[0], self.kv[0, :, :, : self.t], self.kv[1, :, :, : self.t], mask
 
     def reorder(self, index):
         "Keep the rows `index` of the batch (beam search reorders its hypotheses every step)."
-        if self.k is not None:
-            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
-
+        if self.kv is not None:
+            self.kv[:, :, :, : self.t] = self.kv[:, :, :, : self.t].index_select(1, index)
 
 # %% ../nbs/06_decoding.ipynb #3ae7658b
-# section 6.1 of the paper: "beam search with a beam size of 4 and length penalty alpha = 0.6"
-PAPER_BEAM_SIZE, PAPER_LENGTH_PENALTY = 4, 0.6
 # the defaults of beam_search, translate and the translation recipe: chapter 08's beam of 5, and the alpha it keeps
 # after comparing several on its validation set
 BEAM_SIZE, LENGTH_PENALTY = 5, 1.2
@@ -179,8 +157,8 @@ def beam_search(
     hypothesis per sentence `(batch, <= max_length)` (starting with `start_symbol`, finished rows filled with
     `padding_idx` or `end_symbol`), and with `return_scores` also its length-normalized log-probability `(batch,)`.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    max_length = _check_decode_args(model, src, src_mask, max_length)
-    _check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
+    max_length = check_decode_args(src, src_mask, max_length, max_positions(model))
+    check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
                    use_cache=use_cache, return_scores=return_scores)
     if end_symbol is None:
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
@@ -198,7 +176,7 @@ def beam_search(
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
         if src_mask is not None:
             src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)
-        cache = init_cache(model) if use_cache else None
+        cache = init_cache(model, max_length) if use_cache else None
         alive = torch.full((b, k, max_length), fill, dtype=torch.long, device=dev)  # live hypotheses, padded
         alive[..., 0] = start_symbol
         alive_lp = torch.full((b, k), -inf, device=dev)                # their raw log-probabilities

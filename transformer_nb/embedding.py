@@ -10,11 +10,8 @@ import math
 import torch
 from torch import nn
 
-from .checks import check_activations
-
 # %% auto #0
-__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'LearnedPositionalEncoding', 'max_positions',
-           'check_tokens']
+__all__ = ['Embeddings', 'sinusoidal_encoding', 'PositionalEncoding', 'LearnedPositionalEncoding', 'max_positions']
 
 # %% ../nbs/00_embedding.ipynb #22cc927b
 class Embeddings(nn.Module):
@@ -49,7 +46,6 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", sinusoidal_encoding(max_positions, d_model).unsqueeze(0), persistent=False)
 
     def forward(self, x, start: int = 0):
-        check_activations(x, self.d_model)
         _check_positions(x.size(1), start, self.max_positions)
         return self.dropout(x + self.pe[:, start : start + x.size(1)])  # (batch, len, d_model)
 
@@ -71,7 +67,6 @@ class LearnedPositionalEncoding(nn.Module):
         self.pe = nn.Embedding(max_positions, d_model)                         # one row per position
 
     def forward(self, x, start: int = 0):
-        check_activations(x, self.d_model)
         _check_positions(x.size(1), start, self.max_positions)
         positions = torch.arange(start, start + x.size(1), device=x.device)  # (len,)
         return self.dropout(x + self.pe(positions).unsqueeze(0))            # (1, len, d_model) broadcast over batch
@@ -82,18 +77,3 @@ def max_positions(model) -> int | None:
     kinds = (PositionalEncoding, LearnedPositionalEncoding)
     tables = [m.max_positions for m in model.modules() if isinstance(m, kinds)]
     return min(tables) if tables else None
-
-# %% ../nbs/00_embedding.ipynb #84d403ab
-def check_tokens(x, vocab: int, name: str = "x"):
-    "Raise a clear error unless `x` is an integer tensor of ids in `[0, vocab)` (on a GPU: a device-side assertion)."
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"`{name}` must be a torch.Tensor of token ids, got {type(x).__name__}")
-    if x.dtype not in (torch.long, torch.int32):                       # what nn.Embedding accepts
-        raise TypeError(f"`{name}` must hold token ids as torch.long (or torch.int32), got dtype {x.dtype}")
-    if x.is_cuda or torch.compiler.is_compiling():                     # queued on the device: nothing waits
-        torch._assert_async(((x >= 0) & (x < vocab)).all(), f"`{name}` holds token ids outside [0, {vocab})")
-    elif x.numel():
-        lo, hi = (int(v) for v in torch.aminmax(x))
-        if lo < 0 or hi >= vocab:
-            raise ValueError(f"`{name}` holds token ids in [{lo}, {hi}], but the vocabulary has {vocab} "
-                             f"tokens (valid ids are 0..{vocab - 1})")

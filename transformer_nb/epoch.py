@@ -18,7 +18,6 @@ import torch
 from tqdm.auto import tqdm
 
 from .precision import autocast
-from .checks import renamed
 
 # %% auto #0
 __all__ = ['run_epoch', 'TrainState', 'show_progress']
@@ -90,8 +89,6 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
 # %% ../nbs/05_training.ipynb #979fd6b2
 #| code-fold: true
 #| code-summary: Show the code (train state, progress bar, log record, optimizer step)
-@renamed(step="`batches` (batches trained on; `steps` counts optimizer steps, as the log's `step` does)",
-         accum_step="`steps`")
 @dataclass
 class TrainState:
     "Running totals across epochs, and a log of `{step, loss, tokens_per_s, lr}` records."

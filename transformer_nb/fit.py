@@ -5,26 +5,64 @@
 resumption and a moving average of the weights (appendix 12)."""
 from __future__ import annotations
 
+import copy
 import time
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from .attention import attention_kernels
-from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError, python_number
+from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
 from .epoch import TrainState, run_epoch
 from .resume import load_checkpoint
 from .files import check_save_path, file_mark
 from .loss import LabelSmoothing, SimpleLossCompute
-from .precision import resolve_precision
+from .model import ModelConfig
+from .precision import resolve_precision, without_cudnn_attention
 from .schedule import noam_optimizer
-from .checks import is_int, is_number
+from ._checks import is_int, is_number, python_number
 from .distributed import SingleProcess
 
 # %% auto #0
-__all__ = ['TrainResult', 'train']
+__all__ = ['saved_recipe', 'check_saved_model', 'TrainResult', 'train']
+
+# %% ../nbs/12_fit.ipynb #e5f6a7b9
+#| code-fold: true
+#| code-summary: "Show the code (reading a recipe back)"
+def saved_recipe(path, recipe, kind: str, **changes):
+    """The recipe (`recipe` is its dataclass: `CopyRecipe`, `TranslationRecipe`) that the run saved in `path` (a file,
+    or a checkpoint `read_checkpoint` returned) was trained with, `changes` applied. A saved recipe whose fields differ
+    from `recipe`'s (a run of another version), or whose values the recipe refuses (a tampered file), is refused in one
+    line that names the file and the field."""
+    ckpt = read_checkpoint(path, kind=kind)
+    path, saved = ckpt["path"], (ckpt.get("extra") or {}).get("recipe")
+    if not saved:
+        raise CheckpointError(path, "a model without its training run (no recipe is saved in it): it cannot be "
+                              "resumed", ours=True)
+    if not isinstance(saved, dict):
+        raise CheckpointError(path, f"its recipe is a {type(saved).__name__}, not a dict of {recipe.__name__} fields")
+    known = {f.name for f in fields(recipe)}
+    if set(saved) != known:
+        unknown, missing = sorted(set(saved) - known), sorted(known - set(saved))
+        raise CheckpointError(path, f"its recipe does not fit this version's {recipe.__name__} (unknown fields: "
+                              f"{', '.join(unknown) or 'none'}; missing: {', '.join(missing) or 'none'}): it cannot "
+                              "be resumed", ours=True)
+    try:
+        return recipe(**{**saved, **changes})
+    except (TypeError, ValueError) as e:                                  # the recipe's own checks, naming the field
+        if set(changes) & set(str(e).split("`")[1::2]):
+            raise                                                         # the caller's change, not the file, is wrong
+        raise CheckpointError(path, f"its recipe cannot be used: {e}", ours=True) from None
+
+
+def check_saved_model(path, config: ModelConfig, expected: ModelConfig):
+    """Refuse, naming the fields, a checkpoint whose model `config` is not the model its recipe builds (`expected`):
+    a tampered file would otherwise train another model than its recipe says."""
+    config, expected = asdict(config), asdict(expected)
+    diff = [f"{k}={config[k]!r} (its recipe: {v!r})" for k, v in expected.items() if config[k] != v]
+    if diff:
+        raise CheckpointError(path, f"its model is not the one its recipe builds: {', '.join(diff)}", ours=True)
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
 class TrainResult(NamedTuple):
@@ -52,7 +90,8 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     - `loss_compute`: default `SimpleLossCompute` with `LabelSmoothing(smoothing)` (the model needs a `padding_idx`);
       `optimizer`/`scheduler`: default `noam_optimizer(model)`.
     - After each epoch: `evaluate(model)` returns a dict merged into the record; the record goes into `save`
-      (a checkpoint, written atomically, that `resume` can continue from exactly); `on_epoch(record)` is called;
+      (a checkpoint, written atomically, that `resume` can continue from exactly: a file, or a checkpoint
+      `read_checkpoint` returned); `on_epoch(record)` is called;
       `stop(history)` returning True ends training early.
     - Ctrl-C (`KeyboardInterrupt`) propagates; the last finished epoch is already in `save`.
     - `save` replaces an existing file only with `resume` of that same file or
@@ -61,7 +100,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
       (chapter 09).
     - `precision`: "fp32", "bf16" or "auto" (appendix 13); weights, gradients and optimizer stay
       float32.
-    - Each epoch, its evaluation included, runs inside `attention_kernels()` (chapter 02): without cuDNN's attention.
+    - Each epoch, its evaluation included, runs inside `without_cudnn_attention()` (appendix 13).
     - `ema`: the decay of an exponential moving average of the weights, updated after every optimizer step (0: none).
       The average is what `evaluate` sees, what `save` keeps as the model (with the latest weights beside it, for
       `resume`), and what `model` holds when training ends.
@@ -81,6 +120,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
         if f is not None and not callable(f):
             raise TypeError(f"`{name}` must be a function or None, got {f!r}")
     world = world if world is not None else SingleProcess()
+    resume = read_checkpoint(resume) if resume is not None else None    # read and checked once, before any work
     device = next(model.parameters()).device
     precision = resolve_precision(precision, device)                      # a bad value fails before any work
     config = getattr(model, "config", None)
@@ -93,7 +133,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     mark = None                                                           # the file at `save` this run may replace
     if save is not None and world.is_main:
         save = check_save_path(save, "save")                              # before any work is done
-        continuing = resume is not None and Path(resume).expanduser().resolve() == save.resolve()
+        continuing = resume is not None and Path(resume["path"]).resolve() == save.resolve()
         if save.exists() and not (continuing or overwrite):
             raise ValueError(f"save {save}: the file exists; pass resume={str(save)!r} to continue its run, or "
                              f"overwrite=True to replace it")
@@ -109,10 +149,10 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
         optimizer, scheduler = noam_optimizer(model)
     state, history, extra = TrainState(), [], dict(extra or {})
     if resume is not None:
-        averaged = "latest" in (read_checkpoint(resume).get("extra") or {})   # checked before anything is loaded
+        averaged = "latest" in (resume.get("extra") or {})                # checked before anything is loaded
         if averaged != bool(ema):
-            raise CheckpointError(resume, f"its run kept {'a' if averaged else 'no'} moving average of the weights: "
-                                  f"resume it with {'the same `ema`' if averaged else 'ema=0'}", ours=True)
+            raise CheckpointError(resume["path"], f"its run kept {'a' if averaged else 'no'} moving average of the "
+                                  f"weights: resume it with {'the same `ema`' if averaged else 'ema=0'}", ours=True)
         # read on the CPU: loading copies weights and optimizer state to the model's device, the RNG stays on the CPU
         state, saved = load_checkpoint(resume, model, optimizer, scheduler, map_location="cpu", restore_rng=True,
                                        resume=True)
@@ -121,7 +161,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
         if history and stop is not None and stop(history):              # it had already finished
             epochs = len(history)
     latest = saved.get("latest") if resume is not None else None
-    average = _moving_average(model, ema, optimizer, latest) if ema else None
+    average = _MovingAverage(model, ema, optimizer, latest) if ema else None
     kept = average.module if average is not None else model               # what is evaluated and saved
     replica, loss_compute = world.wrap(model), world.loss(loss_compute)  # one process: the model and loss themselves
     if compile:                                                          # the weights stay `model`'s: saved as they are
@@ -139,7 +179,7 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
                 raise TypeError(f"`batches` must give Batch objects made with a target, Batch(src, tgt, padding_idx) "
                                 f"(chapter 05); epoch {epoch} has {got}")
             data = world.shard([b.to(device) for b in data])                # one process: every batch whole
-            with attention_kernels():                                       # not cuDNN's (chapter 02)
+            with without_cudnn_attention():                                 # appendix 13
                 loss, state = run_epoch(data, replica, loss_compute, optimizer, scheduler, accum_iter=accum_iter,
                                         train_state=state, progress=progress, precision=precision)
                 scores = world.share(evaluate(kept) if evaluate and world.is_main else {})  # evaluated once, for all
@@ -176,14 +216,24 @@ def train(batches, model, loss_compute=None, optimizer=None, scheduler=None, *, 
     return history
 
 
-def _moving_average(model, decay: float, optimizer, latest: dict | None = None):
-    """An `AveragedModel` (PyTorch's) holding the exponential moving average of `model`'s weights, updated after every
-    optimizer step. Resuming, `model` holds the saved average and `latest` the weights the run had reached: the
-    average continues from the former, and `model` from the latter."""
-    average = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(decay), use_buffers=True)
-    if latest is not None:
-        average.n_averaged.fill_(1)                                       # already started: average, don't copy
-        model.load_state_dict(latest)
-    average.hook = optimizer.register_step_post_hook(lambda *_: average.update_parameters(model))
-    return average
+class _MovingAverage:
+    """The exponential moving average of `model`'s parameters, kept in a copy of the model (`module`) on their device
+    and updated by one `torch._foreach_lerp_` after every optimizer step: no count is kept on the device, so no step
+    waits for one. Buffers (the constant positional tables) are not averaged. Resuming, `model` holds the saved
+    average and `latest` the weights the run had reached: the average continues from the former, `model` from the
+    latter."""
+    def __init__(self, model, decay: float, optimizer, latest: dict | None = None):
+        self.module, self.decay, self.started = copy.deepcopy(model), decay, latest is not None
+        self.averaged, self.followed = list(self.module.parameters()), list(model.parameters())
+        if latest is not None:
+            model.load_state_dict(latest)
+        self.hook = optimizer.register_step_post_hook(lambda *_: self.update())
+
+    @torch.no_grad()
+    def update(self):
+        if self.started:                                                  # average += (1 - decay) (weights - average)
+            torch._foreach_lerp_(self.averaged, self.followed, 1 - self.decay)
+        else:                                                             # after the first step: the weights
+            torch._foreach_copy_(self.averaged, self.followed)
+            self.started = True
 

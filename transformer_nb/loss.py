@@ -9,13 +9,12 @@ import math
 import torch
 from torch import nn
 
-from .checks import is_int, renamed
+from ._checks import is_int
 
 # %% auto #0
 __all__ = ['LabelSmoothing', 'SimpleLossCompute']
 
 # %% ../nbs/05_training.ipynb #99d02ad1
-@renamed(size="`vocab`")
 class LabelSmoothing(nn.Module):
     """KL divergence to a label-smoothed target: `1 - smoothing` on the label, `smoothing / (vocab - 2)` on every other
     non-pad token; pad labels are ignored."""

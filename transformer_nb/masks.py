@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import torch
 
-from .checks import is_int
+from ._checks import is_int
 
 # %% auto #0
 __all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'keep_to_ignore', 'ignore_to_keep',
-           'keep_to_additive', 'additive_to_keep', 'check_source_mask']
+           'keep_to_additive', 'additive_to_keep']
 
 # %% ../nbs/01_masks.ipynb #a8665516
 def subsequent_mask(size: int, device=None):
@@ -94,29 +94,3 @@ def _check_bool(mask):
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool:
         raise TypeError(f"`mask` must be a boolean tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
     return mask
-
-# %% ../nbs/01_masks.ipynb #c5a7e0b2
-def check_source_mask(src, src_mask, padding_idx: int | None = None, name: str = "src_mask"):
-    """Raise a clear error if the keep-mask `src_mask` (broadcast to `(batch, 1, len)`) leaves a sentence of `src`
-    without a key, or, where `padding_idx` is known, keeps exactly the padding and masks every real token (an
-    ignore-mask). On a GPU or inside `torch.compile`: device-side assertions, nothing waits."""
-    if src_mask is None or src.size(0) == 0:
-        return
-    keep = src_mask.expand(src.size(0), 1, src.size(-1))[:, 0]        # (batch, len)
-    pad = src == padding_idx if padding_idx is not None else None
-    flipped = pad is not None and (pad.any() & (keep == pad).all())    # a tensor, or False
-    empty = ~keep.any(-1)                                             # (batch,): sentences with no key
-    if src.is_cuda or torch.compiler.is_compiling():
-        if pad is not None:
-            torch._assert_async(~flipped, f"`{name}` keeps only the padding: an ignore-mask, not a keep-mask")
-        torch._assert_async(~empty.any(), f"`{name}` leaves a sentence no position to attend to")
-        return
-    if flipped:
-        raise ValueError(f"`{name}` keeps exactly the padding (id {padding_idx}) and masks every real token: an "
-                         f"ignore-mask (True = padding, PyTorch's convention); the model takes a keep-mask (True = "
-                         f"may attend), such as padding_mask(src, {padding_idx})")
-    if empty.any():
-        rows = empty.nonzero().flatten().tolist()
-        raise ValueError(f"`{name}` masks every position of sentence {rows[0]}"
-                         f"{f' (and {len(rows) - 1} more)' if len(rows) > 1 else ''}: each sentence needs at least "
-                         f"one position to attend to, and one made only of padding has nothing to encode")

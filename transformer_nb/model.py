@@ -6,20 +6,19 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import KW_ONLY, MISSING, asdict, dataclass, fields
+import inspect
+from dataclasses import KW_ONLY, asdict, dataclass
 
 import torch
 from torch import nn
 
-from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding, check_tokens
-from .attention import MultiHeadedAttention, check_mask, store_attention_weights
-from .masks import check_source_mask
+from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding
+from .attention import MultiHeadedAttention, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder, xavier_init)
-from .checks import is_int, is_number
+from ._checks import check_config, check_source, check_target
 
 # %% auto #0
-__all__ = ['MAX_PARAMETERS', 'EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'make_model_defaults', 'check_config',
-           'count_parameters', 'parameter_table', 'attention_maps']
+__all__ = ['EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'count_parameters', 'parameter_table', 'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -34,35 +33,18 @@ class EncoderDecoder(nn.Module):
 
     def encode(self, src, src_mask):
         "`src` `(batch, len_src)` ids, `src_mask` `(batch, 1, len_src)` → memory `(batch, len_src, d_model)`."
-        check_tokens(src, self.src_embed[0].vocab, "src")              # where the ids enter: once (chapter 00)
-        check_mask(src_mask, (src.size(0), 1, src.size(-1)), "src_mask")
-        check_source_mask(src, src_mask, self.src_embed[0].lut.padding_idx)   # ignore-masks, sentences with no key
+        check_source(src, src_mask, self.src_embed[0])                 # where the ids enter: checked once (below)
         return self.encoder(self.src_embed(src), src_mask)
 
-    def decode(self, memory, src_mask, tgt, tgt_mask=None, cache: list | None = None, start: int = 0):
+    def decode(self, memory, src_mask, tgt, tgt_mask=None):
         """`tgt` `(batch, len_tgt)` ids, `tgt_mask` `(batch, len_tgt, len_tgt)` or None (causal masking alone, chapter
-        03) → `(batch, len_tgt, d_model)`. For incremental decoding (chapter 06), `tgt` holds only new tokens at
-        positions `start, start+1, ...` and `cache` the decoder's `KVCache` objects."""
-        check_tokens(tgt, self.tgt_embed[0].vocab, "tgt")
-        check_mask(src_mask, (tgt.size(0), 1, memory.size(1)), "src_mask")
-        check_mask(tgt_mask, (tgt.size(0), tgt.size(-1), tgt.size(-1)), "tgt_mask")
-        return self.decoder(self.embed_tgt(tgt, start), memory, src_mask, tgt_mask, cache)
-
-    def embed_tgt(self, tgt, start: int = 0):
-        "Target embedding plus the positional encoding of positions `start, start+1, ...`."
-        if start == 0:
-            return self.tgt_embed(tgt)
-        embed, position = self.tgt_embed                    # nn.Sequential(Embeddings, positional encoding)
-        return position(embed(tgt), start=start)
+        03) → `(batch, len_tgt, d_model)`."""
+        check_target(tgt, tgt_mask, memory, src_mask, self.tgt_embed[0])
+        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
 
     def forward(self, src, tgt, src_mask, tgt_mask=None):
         """Encode `src`, decode `tgt` against it; returns decoder vectors `(batch, len_tgt, d_model)` (apply `generator`
         for log-probabilities)."""
-        if not all(isinstance(t, torch.Tensor) and t.dim() == 2 for t in (src, tgt)) or src.size(0) != tgt.size(0):
-            got = [f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else f"a {type(t).__name__}"
-                   for t in (src, tgt)]
-            raise ValueError(f"`src` and `tgt` must be (batch, len) token tensors with the same batch size, "
-                             f"got {got[0]} and {got[1]}")
         return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
 
@@ -106,12 +88,12 @@ class ModelConfig:
     ff_dropout: float | None = None
 
     def __post_init__(self):
-        check_config(asdict(self))                        # once, here: every ModelConfig can be built
+        check_config(asdict(self))                        # once, here: every ModelConfig can be built (below)
 
 
 def make_model(*args, **kwargs) -> EncoderDecoder:
-    """Build an `EncoderDecoder`, Xavier-initialized, from a `ModelConfig` or from its fields: `make_model(11, 11, N=2)`
-    is `make_model(ModelConfig(11, 11, N=2))`. The model keeps the config as `model.config`."""
+    """Build an `EncoderDecoder`, Xavier-initialized, from a `ModelConfig` or from its fields (the signature):
+    `make_model(11, 11, N=2)` is `make_model(ModelConfig(11, 11, N=2))`. The model keeps it as `model.config`."""
     if args and isinstance(args[0], ModelConfig):
         if len(args) > 1 or kwargs:
             raise TypeError("make_model takes a ModelConfig alone or its fields, not both; change a field of a "
@@ -145,6 +127,9 @@ def make_model(*args, **kwargs) -> EncoderDecoder:
     return model
 
 
+make_model.__signature__ = inspect.signature(ModelConfig).replace(return_annotation=EncoderDecoder)   # for help()
+
+
 @torch.no_grad()
 def _init_weights(model: nn.Module, padding_idx: int | None):
     xavier_init(model)                                    # every matrix; W^Q, W^K, W^V each its own (chapter 03)
@@ -155,58 +140,6 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
         for m in model.modules():
             if isinstance(m, Embeddings):
                 m.lut.weight[padding_idx].zero_()
-
-# %% ../nbs/04_model.ipynb #4ee43a7b
-#| code-fold: true
-#| code-summary: Show the code (checking a config's fields)
-_INT_ARGS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_positions")
-_BOOL_ARGS = ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias")
-# far beyond anything this book trains, checked before anything is allocated: a typo fails at once, not out of memory
-_LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
-               max_positions=100_000)
-MAX_PARAMETERS = 2**31
-
-
-def make_model_defaults() -> dict:
-    "`ModelConfig`'s fields with their defaults (the two vocabularies have none)."
-    return {f.name: f.default for f in fields(ModelConfig) if f.default is not MISSING}
-
-
-def check_config(config: dict):
-    "Raise a clear error, naming the field, unless `config` holds the fields of a `ModelConfig` it can build."
-    for name in _INT_ARGS:
-        value = config[name]
-        if not is_int(value) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-        if value > _LIMITS[name]:
-            raise ValueError(f"`{name}` must be at most {_LIMITS[name]:,}, got {value:,}")
-    V, d, n = config["src_vocab"] + 2 * config["tgt_vocab"], config["d_model"], config["N"]
-    estimate = V * d + n * (12 * d * d + 4 * d * config["d_ff"])                # embeddings, output, layers
-    if estimate > MAX_PARAMETERS:
-        raise ValueError(f"make_model would build about {estimate:,} parameters, more than this package builds "
-                         f"({MAX_PARAMETERS:,}): reduce N, d_model, d_ff or the vocabularies")
-    for name in _BOOL_ARGS:
-        if not isinstance(config[name], bool):
-            raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
-    for name in ("final_norm", "generator_bias"):
-        if config.get(name) is not None and not isinstance(config[name], bool):
-            raise ValueError(f"`{name}` must be True, False or None, got {config[name]!r}")
-    for name in ("dropout", "attn_dropout", "ff_dropout"):
-        p = config.get(name)
-        if p is None and name != "dropout":
-            continue                                                   # None: the same as `dropout`
-        if not is_number(p) or not 0 <= p < 1:
-            raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
-                             f"got {p!r}")
-    if config["d_model"] % config["h"]:
-        raise ValueError(f"d_model={config['d_model']} must be divisible by the number of heads h={config['h']} "
-                         f"(each head gets d_k = d_model / h dimensions)")
-    pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
-    if pad is not None and (not is_int(pad) or not 0 <= pad < smallest):
-        raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
-    if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
-        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "
-                         f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
 
 # %% ../nbs/04_model.ipynb #056a345c
 def count_parameters(model: EncoderDecoder) -> dict:

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 
 import torch
 
-from .checks import is_int, renamed
+from ._checks import is_int
 
 # %% auto #0
 __all__ = ['SPACE', 'pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer']
@@ -88,7 +88,6 @@ def learn_bpe(texts, n_merges: int, min_frequency: int = 2):
     return alphabet, merges
 
 # %% ../nbs/08_translation.ipynb #114482fe
-@renamed(vocab="`id_to_piece` (the pieces, by id; `vocab` is a count in this package)")
 class Tokenizer:
     "A subword tokenizer: `pre_tokenize`, then BPE merges applied by rank; ids 0-3 are `<pad> <s> </s> <unk>`."
     specials = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -104,7 +103,6 @@ class Tokenizer:
         self._cache = {}
 
     @classmethod
-    @renamed(vocab_size="`vocab`")
     def train(cls, texts, vocab: int | None, min_frequency: int = 2) -> "Tokenizer":
         "Learn a tokenizer of (at most) `vocab` entries from `texts`; `vocab=None`: characters only, no merges."
         if isinstance(texts, str):

@@ -15,23 +15,20 @@ from .bleu import bleu
 from .checkpoint import read_checkpoint, CheckpointError
 from .data import encode_pairs, bucket_batches, bucket_count, check_pairs
 from .epoch import run_epoch
-from .fit import train, TrainResult
+from .fit import train, TrainResult, saved_recipe, check_saved_model
 from .loss import LabelSmoothing, SimpleLossCompute
 from .model import ModelConfig, make_model
-from .recipe import check_recipe, saved_recipe, check_saved_model, recipe_in
 from .schedule import noam_optimizer, linear_decay_optimizer
+from .precision import resolve_precision
+from ._checks import check_recipe
 from .tokenizer import Tokenizer
 from .decoding import BEAM_SIZE, LENGTH_PENALTY
 from .translator import translate, load_translator
-from .checks import renamed, renamed_names
-
-__getattr__ = renamed_names(__name__, TranslationConfig="TranslationRecipe")   # an earlier version's name
 
 # %% auto #0
 __all__ = ['TranslationRecipe', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint', 'linear_end']
 
 # %% ../nbs/08_translation.ipynb #887150f2
-@renamed(vocab_size="`vocab`")
 @dataclass
 class TranslationRecipe:
     "The Multi30k German→English recipe: tokenizer, model size, batching, optimizer schedule, precision and decoding."
@@ -70,7 +67,6 @@ class TranslationRecipe:
                            share_embeddings=True)
 
 
-@renamed(config="`recipe` (`config` names the model's ModelConfig)")
 def train_translation(
     recipe: TranslationRecipe,
     train_pairs,
@@ -101,13 +97,14 @@ def train_translation(
                          f"{'train on' if not train_pairs else 'measure the validation loss on'}")
     data, planned = _fingerprint(train_pairs), recipe.epochs
     if resume is not None:
+        resume = read_checkpoint(resume, kind="translation")           # read and checked once
         saved = recipe_from_checkpoint(resume, data)
         recipe, planned = dataclasses.replace(saved, epochs=recipe.epochs, device=recipe.device,
                                               precision=recipe.precision), saved.epochs
         if saved.schedule == "linear" and recipe.epochs != saved.epochs:
-            raise ValueError(f"`epochs`: the run in {resume} {linear_end(resume, saved, 'epochs=')}")
+            raise ValueError(f"`epochs`: the run in {resume['path']} {linear_end(resume, saved, 'epochs=')}")
         model, tokenizer, _ = load_translator(resume, recipe.device)
-        check_saved_model(resume, model.config, recipe.model_config(tokenizer))
+        check_saved_model(resume["path"], model.config, recipe.model_config(tokenizer))
     else:
         model, tokenizer = _new_model(recipe, train_pairs, tokenizer)
     model.to(recipe.device)
@@ -137,7 +134,6 @@ def train_translation(
     return TrainResult(model, tokenizer, history)
 
 
-@renamed(config="`recipe`")
 def translation_optimizer(model, recipe: TranslationRecipe, steps: int):
     """Adam and the recipe's schedule for a run of `steps` optimizer steps: up to `recipe.lr` in `recipe.warmup` steps
     (at most a quarter of the run, so that a short run still trains), then "linear" (down to zero at the last step) or
@@ -159,26 +155,27 @@ def _new_model(recipe: TranslationRecipe, train_pairs, tokenizer):
 
 
 def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationRecipe:
-    """The `TranslationRecipe` a `train_translation(save=...)` checkpoint was trained with, with `changes` applied;
-    `data` (a `_fingerprint` of the training pairs): refuse a run that trained on other pairs."""
-    extra = read_checkpoint(path, kind="translation").get("extra")
-    extra = extra if isinstance(extra, dict) else {}
-    if not recipe_in(extra) and "tokenizer" in extra:
+    """The `TranslationRecipe` a `train_translation(save=...)` checkpoint (a file, or a checkpoint `read_checkpoint`
+    returned) was trained with, with `changes` applied; `data` (a `_fingerprint` of the training pairs): refuse a run
+    that trained on other pairs."""
+    ckpt = read_checkpoint(path, kind="translation")
+    path, extra = ckpt["path"], ckpt.get("extra") or {}
+    if "recipe" not in extra and "tokenizer" in extra:
         raise CheckpointError(path, "a translator without its training run (save_translator keeps the model and "
                               "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
-    if not recipe_in(extra):
+    if "recipe" not in extra:
         raise CheckpointError(path, "a model without its training run or tokenizer (no recipe is saved in it): "
                               "load it with model_from_checkpoint; it cannot be resumed", ours=True)
     if data is not None and extra.get("data", data) != data:
         raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
                               f"{data}): resume with the same pairs, or start a new run", ours=True)
-    return saved_recipe(path, TranslationRecipe, "translation", **changes)
+    return saved_recipe(ckpt, TranslationRecipe, "translation", **changes)
 
 
 def linear_end(path, saved: TranslationRecipe, flag: str) -> str:
     """Why a run with the linear schedule resumes only to the epoch it planned (its learning rate is zero there), and
-    what is left to do. `flag` names the epochs the way the caller takes them: `epochs=` for a function, `--epochs`
-    and a space for the command line."""
+    what is left to do. `path`: the run's checkpoint (a file, or read already); `flag` names the epochs the way the
+    caller takes them: `epochs=` for a function, `--epochs` and a space for the command line."""
     done = len((read_checkpoint(path)["extra"] or {}).get("history") or [])
     end = f"decays its learning rate to zero at the end of epoch {saved.epochs}"
     if done < saved.epochs:
@@ -201,6 +198,7 @@ def _check_recipe(recipe: TranslationRecipe):
                       lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
                       ema=(lambda x: x == 0 or 0 < x < 1, "a decay in (0, 1), or 0 for none"),
                       length_penalty=(lambda x: 0 <= x <= 10, "a number in [0, 10]")))
+    resolve_precision(recipe.precision)               # one of "fp32", "bf16", "auto" (appendix 13)
     recipe.model_config()                             # the model's fields, checked by ModelConfig (chapter 04)
     if recipe.schedule not in ("linear", "noam"):
         raise ValueError(f"`schedule` must be 'linear' or 'noam', got {recipe.schedule!r}")

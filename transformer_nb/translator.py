@@ -10,16 +10,15 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import save_checkpoint, read_checkpoint, CheckpointError
-from .rebuild import model_from_checkpoint
+from .checkpoint import save_checkpoint, read_checkpoint, model_from_checkpoint, CheckpointError
 from .data import pad_ids
 from .files import check_save_path
 from .decoding import greedy_decode, beam_search, BEAM_SIZE, LENGTH_PENALTY
 from .embedding import max_positions
 from .masks import padding_mask
 from .tokenizer import Tokenizer, SPACE
-from .checks import is_int
-from .attention import attention_kernels
+from ._checks import is_int
+from .precision import without_cudnn_attention
 
 # %% auto #0
 __all__ = ['EXTRA_TOKENS', 'PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
@@ -28,7 +27,7 @@ __all__ = ['EXTRA_TOKENS', 'PRETRAINED_TRANSLATOR', 'translate', 'save_translato
 EXTRA_TOKENS = 50                                      # an output is at most its input + 50 tokens (the paper's limit)
 
 
-@attention_kernels()                                   # the whole call without cuDNN's attention (chapter 02)
+@without_cudnn_attention()                             # the whole call without cuDNN's attention (appendix 13)
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = BEAM_SIZE,
               length_penalty: float = LENGTH_PENALTY,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
@@ -108,8 +107,10 @@ def save_translator(path, model, tokenizer: Tokenizer, history: list | None = No
 
 
 def load_translator(path, map_location="cpu"):
-    "`(model, tokenizer, history)` from a checkpoint written by `save_translator` or `train_translation(save=...)`."
+    """`(model, tokenizer, history)` from a checkpoint written by `save_translator` or `train_translation(save=...)`: a
+    file, or a checkpoint `read_checkpoint` returned."""
     ckpt = read_checkpoint(path, map_location, kind="translation")
+    path = ckpt["path"]
     extra = ckpt.get("extra") if isinstance(ckpt.get("extra"), dict) else {}
     if "tokenizer" not in extra:
         raise CheckpointError(path, "it holds no tokenizer: a translator is written by save_translator or "
@@ -121,7 +122,7 @@ def load_translator(path, map_location="cpu"):
     vocab = {ckpt["config"]["src_vocab"], ckpt["config"]["tgt_vocab"]}
     if vocab != {len(tokenizer)}:
         raise CheckpointError(path, f"its tokenizer has {len(tokenizer)} tokens, the model's vocabulary {max(vocab)}")
-    return model_from_checkpoint(path, map_location), tokenizer, extra.get("history", [])
+    return model_from_checkpoint(ckpt, map_location), tokenizer, extra.get("history", [])
 
 
 PRETRAINED_TRANSLATOR = Path(str(files("transformer_nb"))) / "pretrained" / "multi30k-de-en.pt"

@@ -127,9 +127,6 @@ def export_weights(path, model, tokenizer: Tokenizer, dtype: str = "int8") -> Pa
     """Write `path`, a classic script setting `window.transformerNbWeights` to the model's weights stored in `dtype`
     ("int8" or "float16"), atomically. A page loads it with a `<script>` tag, which also works from `file://`. The path
     comes first, as in `save_checkpoint` and `save_translator`."""
-    if isinstance(path, torch.nn.Module):
-        raise TypeError("export_weights takes the path first, as save_checkpoint and save_translator do: "
-                        "export_weights(path, model, tokenizer)")
     obj = weights_object(model, tokenizer, dtype)
     data = obj.pop("data")
     head = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))   # ASCII: no question of the page's charset

@@ -20,8 +20,9 @@ from transformer_nb.decoding import init_cache, next_log_probs
 def greedy_margins(model, tokenizer, sentence):
     "The gap top-1 minus top-2 log-probability at every greedy step."
     ids, src, mask = _source(tokenizer, sentence)
-    memory, cache, ys, gaps = model.encode(src, mask), init_cache(model), torch.tensor([[tokenizer.bos]]), []
-    for _ in range(_max_length(model, len(ids)) - 1):
+    length = _max_length(model, len(ids))
+    memory, cache, ys, gaps = model.encode(src, mask), init_cache(model, length), torch.tensor([[tokenizer.bos]]), []
+    for _ in range(length - 1):
         top = next_log_probs(model, memory, mask, ys, cache)[0].topk(2)
         gaps.append(float(top.values[0] - top.values[1]))
         ys = torch.cat([ys, top.indices[:1].view(1, 1)], dim=1)
