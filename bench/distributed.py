@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from transformer_nb.copy_task import CopyRecipe, epoch_batches
+from transformer_nb.copy_task import CopyRecipe
 from transformer_nb.distributed import world_from_env
 from transformer_nb.model import make_model
 from transformer_nb.fit import train
@@ -44,7 +44,7 @@ def worker(task: str, epochs: int):
     torch.manual_seed(0)
     model = make_model(**TASKS[task][0], padding_idx=0, tie_weights=task == "translation",
                        share_embeddings=task == "translation")            # as chapter 08's recipe
-    data = (lambda e: epoch_batches(COPY, e)) if task == "copy" else translation_batches
+    data = (lambda e: COPY.batches(e)) if task == "copy" else translation_batches
     tokens = sum(b.ntokens for b in data(2))                          # every epoch has about as many
     times = []
     train(data, model, epochs=epochs, smoothing=TASKS[task][1], progress=False, world=world,

@@ -25,7 +25,7 @@ from torch import nn
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])                   # bench/ on the path, as when run from anywhere
 from train_step import TorchTransformerModel, batches, ours_step, torch_step  # noqa: E402
-from transformer_nb.decoding import beam_search, greedy_decode, init_cache, next_log_probs  # noqa: E402
+from transformer_nb.decoding import beam_search, greedy_decode, _init_cache, _next_log_probs  # noqa: E402
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute  # noqa: E402
 from transformer_nb.masks import padding_mask  # noqa: E402
 from transformer_nb.model import make_model  # noqa: E402
@@ -149,10 +149,10 @@ def syncs(a, device):
 
     def decode_step():
         with torch.no_grad():
-            memory, cache = model.encode(src, mask), init_cache(model, 4096)   # room for every timed step
+            memory, cache = model.encode(src, mask), _init_cache(model, 4096)   # room for every timed step
             ys = torch.ones(8, 1, dtype=torch.long, device=device)
             sync(device)
-            return lambda: next_log_probs(model, memory, mask, ys, cache)
+            return lambda: _next_log_probs(model, memory, mask, ys, cache)
 
     train_step()
     step = decode_step()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_nb.copy_task import CopyRecipe, epoch_batches
+from transformer_nb.copy_task import CopyRecipe
 from transformer_nb.distributed import world_from_env
 from transformer_nb.model import make_model
 from transformer_nb.fit import train
@@ -26,7 +26,7 @@ def run(name, world=None, save=None, resume=None, epochs=None):
     model = tiny_model()
     optimizer, scheduler = noam_optimizer(model, 1.0, 10)
     s = SCENARIOS[name]
-    history = train(lambda epoch: epoch_batches(RECIPE, epoch), model, optimizer=optimizer, scheduler=scheduler,
+    history = train(lambda epoch: RECIPE.batches(epoch), model, optimizer=optimizer, scheduler=scheduler,
                     epochs=epochs or s["epochs"], smoothing=0.1, accum_iter=s["accum_iter"], save=save, resume=resume,
                     world=world, progress=False)
     return model, history
@@ -42,7 +42,7 @@ if __name__ == "__main__":
             torch.save({"model": model.state_dict(), "history": history, "size": world.size}, out / f"{name}.pt")
     if world.size > 1:                                   # each process draws from its own seed: refused on every process
         try:
-            train(lambda epoch: epoch_batches(CopyRecipe(seed=world.rank), epoch), tiny_model(), epochs=1, world=world,
+            train(lambda epoch: CopyRecipe(seed=world.rank).batches(epoch), tiny_model(), epochs=1, world=world,
                   progress=False)
         except ValueError as e:
             if world.is_main:

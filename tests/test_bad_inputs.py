@@ -524,7 +524,7 @@ def test_train_translation_names_data_it_cannot_use(call, error, message):
 
 
 @pytest.mark.parametrize("ids, message", [
-    ([5, 99], "got 99"), ([-1], "got -1"), ([1.5], "got 1.5"), ("abc", "got 'abc'"), ([True], "got True"),
+    ([5, 99], "got 99"), ([-1], "got -1"), ([1.5], "got 1.5"), ([True], "got True"), ([[5, 6]], "got [5, 6]"),
 ])
 def test_tokenizer_decode_refuses_ids_outside_its_vocabulary(tiny_translator, ids, message):
     "An id outside the vocabulary used to become <unk> silently, and a string a TypeError naming nothing."
@@ -1019,10 +1019,10 @@ def test_the_untampered_run_resumes(tmp_path, copy_run):
 
 
 def test_train_refuses_scores_that_are_not_numbers():
-    from transformer_nb.copy_task import CopyRecipe, epoch_batches
+    from transformer_nb.copy_task import CopyRecipe
     from transformer_nb.fit import train
     with pytest.raises(TypeError, match=re.escape("`evaluate` must return a dict of numbers (Python's or NumPy's), got {'bleu': '30'}")):
-        train(lambda e: epoch_batches(CopyRecipe(batches_per_epoch=1), e), _small(), epochs=1, progress=False,
+        train(lambda e: CopyRecipe(batches_per_epoch=1).batches(e), _small(), epochs=1, progress=False,
               evaluate=lambda m: {"bleu": "30"})
 
 
@@ -1095,15 +1095,16 @@ def test_the_model_names_src_or_tgt_when_it_is_not_a_tensor():
 def test_a_translation_file_without_its_extra_is_one_line(tmp_path):
     "A translation checkpoint whose `extra` is empty: no AttributeError, one line naming the file and what it lacks."
     from transformer_nb.checkpoint import CheckpointError, save_checkpoint
-    from transformer_nb.translation import recipe_from_checkpoint
+    from transformer_nb.translation import TranslationRecipe
     from transformer_nb.translator import load_translator
     save_checkpoint(tmp_path / "bare.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2), kind="translation")
-    with pytest.raises(CheckpointError, match="a model without its training run or tokenizer .* model_from_checkpoint"):
-        recipe_from_checkpoint(tmp_path / "bare.pt")
+    with pytest.raises(CheckpointError, match="a model without its training run .no recipe is saved in it: load it "
+                                              "with model_from_checkpoint.; it cannot be resumed"):
+        TranslationRecipe.from_checkpoint(tmp_path / "bare.pt")
     with pytest.raises(CheckpointError, match="it holds no tokenizer"):
         load_translator(tmp_path / "bare.pt")
     status, _, err = _run(["translate", "--resume", str(tmp_path / "bare.pt"), "--data", str(tmp_path)])
-    assert status == 2 and "a model without its training run or tokenizer" in err and "Traceback" not in err
+    assert status == 2 and "a model without its training run (no recipe is saved in it" in err and "Traceback" not in err
 
 
 def test_a_hostile_probe_beyond_the_list(tmp_path):
@@ -1161,9 +1162,87 @@ def test_the_new_names_work_and_keep_their_signature():
 
 def test_the_copy_recipe_peak_is_the_schedule_it_replaced():
     "The default `lr` is the peak of the paper's schedule with factor 1, exactly: the copy task trains as it did."
-    from transformer_nb.copy_task import CopyRecipe, copy_optimizer
+    from transformer_nb.copy_task import CopyRecipe
     from transformer_nb.schedule import noam_optimizer
     recipe = CopyRecipe()
     model = make_model(recipe.model_config())
-    new, old = copy_optimizer(model, recipe)[1], noam_optimizer(model, 1.0, recipe.warmup)[1]
+    new, old = recipe.optimizer(model)[1], noam_optimizer(model, 1.0, recipe.warmup)[1]
     assert [new.lr_lambdas[0](s) for s in range(1, 400)] == [old.lr_lambdas[0](s) for s in range(1, 400)]
+
+
+@pytest.fixture(scope="module")
+def saved_copy_run(tmp_path_factory):
+    "A one-epoch copy-task run saved by the command line."
+    path = tmp_path_factory.mktemp("run") / "copy.pt"
+    status, _, err = _run(["copy", "--epochs", "1", "--save", str(path), "--examples", "1"])
+    assert status == 0, err
+    return path
+
+
+@pytest.mark.parametrize("keep", [100, 5000, 0.5, -30])
+@pytest.mark.parametrize("flag", ["--resume", "--checkpoint"])
+def test_a_truncated_checkpoint_is_one_line_for_every_command(tmp_path, saved_copy_run, keep, flag):
+    data = saved_copy_run.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: int(len(data) * keep) if isinstance(keep, float) else keep])
+    status, _, err = _run(["copy", flag, str(tmp_path / "cut.pt"), "--examples", "1"])
+    assert status == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"{flag} {tmp_path / 'cut.pt'}: not a transformer-nb checkpoint (a truncated or damaged file" in err, err
+
+
+def test_ctrl_c_while_resuming_says_the_checkpoint_is_kept(saved_copy_run, monkeypatch):
+    "Interrupted before a resumed run's next epoch: its file still holds the run as it was, and it says so."
+    from transformer_nb import commands
+    copy_run = saved_copy_run
+    before = copy_run.read_bytes()
+    monkeypatch.setattr(commands, "train_copy", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    status, _, err = _run(["copy", "--resume", str(copy_run), "--epochs", "3"])
+    assert status == 130 and "nothing was saved" not in err, err
+    assert f"interrupted before an epoch finished: {copy_run} still holds the run after epoch 1" in err, err
+    assert copy_run.read_bytes() == before
+
+
+def test_save_onto_a_dangling_link_is_refused_before_training(tmp_path):
+    (tmp_path / "run.pt").symlink_to(tmp_path / "gone" / "x.pt")
+    status, out, err = _run(["copy", "--epochs", "1", "--save", str(tmp_path / "run.pt")])
+    assert status == 2 and "training" not in out, out
+    assert f"a symbolic link to {tmp_path / 'gone' / 'x.pt'}, which does not exist; give the path of a file" in err
+
+
+@pytest.mark.parametrize("sentences, message", [
+    (None, "`sentences` must be a list of strings, got NoneType"),
+    (b"ein hund", "`sentences` must be a list of strings, got bytes: decode them to a string, in a list"),
+    ("ein hund", "`sentences` must be a list of strings, got a single string: wrap it in a list"),
+])
+def test_translate_names_sentences_that_are_not_a_list_of_strings(tiny_translator, sentences, message):
+    from transformer_nb.translator import translate
+    model, tokenizer = tiny_translator
+    with pytest.raises(TypeError, match=re.escape(message)):
+        translate(model, tokenizer, sentences)
+
+
+@pytest.mark.parametrize("ids", [None, True, "5 6", 3.0])
+def test_decode_names_ids_that_are_not_a_sequence(ids):
+    from transformer_nb.tokenizer import Tokenizer
+    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab=None)
+    with pytest.raises(TypeError, match=re.escape("`ids` must be a list of token ids or a 1-D tensor, got")):
+        tokenizer.decode(ids)
+
+
+def test_decode_takes_numpy_s_integers():
+    "What np.argmax returns: NumPy integers, in an array or one by one."
+    import numpy as np
+    from transformer_nb.tokenizer import Tokenizer
+    tokenizer = Tokenizer.train(["ein hund", "a dog"], vocab=None)
+    ids = tokenizer.encode("ein hund")
+    assert tokenizer.decode(np.array(ids)) == tokenizer.decode([np.int64(i) for i in ids]) == "ein hund"
+
+
+def test_training_a_model_whose_weights_are_nan_says_the_weights_are_the_cause():
+    from transformer_nb.fit import train
+    from transformer_nb.copy_task import copy_batches
+    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    with torch.no_grad():
+        model.encoder.layers[0].feed_forward.w_1.weight[0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match=re.escape("the weights already hold NaN or infinite values, in "
+                                                           "encoder.layers.0.feed_forward.w_1.weight")):
+        train(copy_batches(2, 8), model, epochs=1, progress=False)

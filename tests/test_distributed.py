@@ -15,7 +15,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import ddp_worker  # noqa: E402
-from transformer_nb.copy_task import epoch_batches  # noqa: E402
 from transformer_nb.checkpoint import read_checkpoint  # noqa: E402
 from transformer_nb.checkpoint import model_from_checkpoint  # noqa: E402
 
@@ -32,7 +31,7 @@ def two_processes(tmp_path_factory):
 
 
 def _outputs(model):
-    batch = epoch_batches(ddp_worker.RECIPE, 99)[0]
+    batch = ddp_worker.RECIPE.batches(99)[0]
     with torch.no_grad():
         return model.eval()(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
 
@@ -141,10 +140,10 @@ def test_the_batch_fingerprint_tells_order_rows_and_targets_apart():
     from transformer_nb.batch import Batch
     from transformer_nb.copy_task import CopyRecipe
     from transformer_nb.distributed import _fingerprint
-    a, b = epoch_batches(CopyRecipe(batch_size=4), epoch=1)[:2]
+    a, b = CopyRecipe(batch_size=4).batches(1)[:2]
     swapped_rows = Batch(a.src.flip(0), a.tgt.flip(0))
     other_target = Batch(a.src, a.tgt.roll(1, dims=1))
-    assert _fingerprint([a, b]) == _fingerprint(epoch_batches(CopyRecipe(batch_size=4), epoch=1)[:2])
+    assert _fingerprint([a, b]) == _fingerprint(CopyRecipe(batch_size=4).batches(1)[:2])
     assert len({_fingerprint(x) for x in ([a, b], [b, a], [swapped_rows, b], [other_target, b])}) == 4
     rows = torch.tensor([[1, 3, 4, 5, 2, 0], [1, 5, 4, 3, 2, 0]])           # two rows of equal sums, swapped
     assert _fingerprint([Batch(rows, rows)]) != _fingerprint([Batch(rows.flip(0), rows.flip(0))])

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 from transformer_nb.batch import Batch
 import transformer_nb.decoding as decoding
-from transformer_nb.decoding import init_cache, next_log_probs, greedy_decode, beam_search
+from transformer_nb.decoding import _init_cache, _next_log_probs, greedy_decode, beam_search
 from transformer_nb._checks import check_tokens
 from transformer_nb.loss import LabelSmoothing, SimpleLossCompute
 from transformer_nb.masks import make_std_mask
@@ -52,11 +52,11 @@ def test_a_cached_decoding_step_traces_as_one_graph():
     model, batch, _ = setup()
     model.eval()
     with torch.no_grad():
-        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model, 8)
+        memory, cache = model.encode(batch.src, batch.src_mask), _init_cache(model, 8)
         ys = torch.full((4, 1), BOS)
-        ys = torch.cat([ys, next_log_probs(model, memory, batch.src_mask, ys, cache).argmax(-1, keepdim=True)], 1)
+        ys = torch.cat([ys, _next_log_probs(model, memory, batch.src_mask, ys, cache).argmax(-1, keepdim=True)], 1)
         dynamo.reset()
-        e = dynamo.explain(next_log_probs)(model, memory, batch.src_mask, ys, cache)
+        e = dynamo.explain(_next_log_probs)(model, memory, batch.src_mask, ys, cache)
     assert (e.graph_count, e.graph_break_count) == (1, 0), [str(r.reason)[:200] for r in e.break_reasons]
 
 
@@ -86,7 +86,7 @@ def test_a_cached_greedy_step_of_the_shipped_translator_only_computes():
     src = torch.tensor([tokenizer.encode("Ein Hund läuft durch den Schnee.", True, True)] * 3)
     mask = padding_mask(src, tokenizer.pad)
     with torch.no_grad():
-        memory, cache = model.encode(src, mask), init_cache(model, 20)
+        memory, cache = model.encode(src, mask), _init_cache(model, 20)
         ys, finished = torch.full((3, 20), tokenizer.bos), torch.zeros(3, dtype=torch.bool)
         _greedy_step(model, memory, mask, ys, 1, cache, finished, tokenizer.eos, tokenizer.pad)   # allocates
         held = [layer["self"].kv for layer in cache]
@@ -283,7 +283,7 @@ def test_cuda_cached_decoding_step_never_waits_for_the_gpu():
     model, batch, _ = setup()
     model, batch = model.cuda().eval(), batch.to("cuda")
     with torch.no_grad():
-        memory, cache = model.encode(batch.src, batch.src_mask), init_cache(model, 8)
+        memory, cache = model.encode(batch.src, batch.src_mask), _init_cache(model, 8)
         ys = torch.full((4, 8), BOS, device="cuda")
         finished = torch.zeros(4, dtype=torch.bool, device="cuda")
         _greedy_step(model, memory, batch.src_mask, ys, 1, cache, finished, EOS, PAD)   # allocates the cache

@@ -182,16 +182,16 @@ def test_threads_option(tmp_path):
 def test_precision_auto_is_decided_by_the_hardware():
     """`precision='auto'` follows the instructions PyTorch reports (AVX512-BF16 or AMX on a CPU), never a timing: the
     same answer every time, and the global random stream untouched."""
-    from transformer_nb.precision import bf16_is_fast, resolve_precision
+    from transformer_nb.precision import _bf16_is_fast, resolve_precision
     has = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    answers = {bf16_is_fast("cpu") for _ in range(5)}
+    answers = {_bf16_is_fast("cpu") for _ in range(5)}
     assert torch.equal(torch.rand(3), expected)
     assert answers == {has}
     assert resolve_precision("auto", "cpu") == ("bf16" if has else "fp32")
-    assert bf16_is_fast("meta") is False
+    assert _bf16_is_fast("meta") is False
 
 
 def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monkeypatch):
@@ -388,10 +388,10 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
 def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
     """The recipe's 400 warmup steps are capped at a quarter of a shorter run, and the linear schedule reaches the peak
     there and zero at the last step; the Noam schedule peaks at `lr` too; an unknown schedule is refused, named."""
-    from transformer_nb.translation import TranslationRecipe, translation_optimizer
+    from transformer_nb.translation import TranslationRecipe
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
     for schedule in ("linear", "noam"):
-        optimizer, scheduler = translation_optimizer(model, TranslationRecipe(schedule=schedule, lr=1e-3), 40)
+        optimizer, scheduler = TranslationRecipe(schedule=schedule, lr=1e-3).optimizer(model, 40)
         rates = []
         for _ in range(40):
             rates.append(optimizer.param_groups[0]["lr"])
@@ -401,7 +401,7 @@ def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
         if schedule == "linear":
             assert rates[-1] == pytest.approx(1e-3 / 30) and optimizer.param_groups[0]["lr"] == 0.0
     with pytest.raises(ValueError, match="`schedule` must be 'linear' or 'noam', got 'cosine'"):
-        translation_optimizer(model, TranslationRecipe(schedule="cosine"), 40)
+        TranslationRecipe(schedule="cosine")
 
 
 def test_checkpoints_refuse_at_save_time_what_they_could_not_load(tmp_path):
@@ -508,7 +508,7 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     keeps is trained, not the first step's weights; a linear run refuses to be resumed for more epochs."""
     import dataclasses
     from transformer_nb.checkpoint import read_checkpoint
-    from transformer_nb.translation import TranslationRecipe, train_translation, _new_model, linear_end
+    from transformer_nb.translation import TranslationRecipe, train_translation, _new_model
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
     recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=5, max_tokens=100,
                                precision="fp32", schedule="linear")
@@ -522,9 +522,7 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     with pytest.raises(ValueError, match=r"`epochs`: the run in .* decays its learning rate to zero at the end of "
                                          r"epoch 5, where it stopped: start a new run planned for more epochs"):
         train_translation(dataclasses.replace(recipe, epochs=8), pairs, pairs[:4], resume=run, progress=False)
-    ckpt["extra"]["history"] = ckpt["extra"]["history"][:3]             # as if it had stopped after epoch 3
-    torch.save(ckpt, tmp_path / "stopped.pt")
-    assert linear_end(tmp_path / "stopped.pt", recipe, "epochs=").endswith("; resume it with epochs=5")
+    assert recipe.linear_end(3, "epochs=").endswith("; resume it with epochs=5")   # as if it had stopped after 3
 
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -710,14 +708,14 @@ def test_a_model_rebuilt_from_its_file_draws_no_random_numbers_and_keeps_its_tie
 def test_a_run_with_another_optimizer_resumes(tmp_path, name):
     """The optimizer-state check compares with what a step of the run's own optimizer makes (NAdam's and ASGD's
     scalar entries, Adafactor's row and column statistics), so any of them resumes, not only Adam."""
-    from transformer_nb.copy_task import CopyRecipe, epoch_batches
+    from transformer_nb.copy_task import CopyRecipe
     from transformer_nb.fit import train
 
     def run(epochs, resume=None):
         torch.manual_seed(0)
         model = make_model(11, 11, N=1, d_model=32, d_ff=64, h=4, padding_idx=0)
         optimizer = getattr(torch.optim, name)(model.parameters(), lr=1e-3)
-        return train(lambda e: epoch_batches(CopyRecipe(batches_per_epoch=2), e), model, optimizer=optimizer,
+        return train(lambda e: CopyRecipe(batches_per_epoch=2).batches(e), model, optimizer=optimizer,
                      epochs=epochs, save=tmp_path / "run.pt", resume=resume, progress=False)
     run(1)
     assert [r["epoch"] for r in run(2, resume=tmp_path / "run.pt")] == [1, 2]
@@ -766,3 +764,29 @@ def test_a_command_reads_its_checkpoint_once(tmp_path, monkeypatch):
         loads.clear()
         assert main(argv) == 0, argv
         assert loads == [path], (argv, loads)
+
+
+def test_the_moving_average_is_pytorch_s_exponential_average():
+    """`train(ema=...)`'s average is the one PyTorch's `AveragedModel` with `get_ema_multi_avg_fn` keeps (the weights
+    after the first step, then one lerp after each), bit for bit, over the parameters; it lives on their device and
+    keeps no count there (AveragedModel's counter sits on the CPU and is copied to the device at every step)."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+    from transformer_nb.fit import _MovingAverage
+    from transformer_nb.schedule import noam_optimizer
+    torch.manual_seed(0)
+    model = make_model(11, 11, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
+    optimizer, scheduler = noam_optimizer(model, 1.0, 5)
+    ours = _MovingAverage(model, 0.9, optimizer)
+    theirs = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.9), use_buffers=True)
+    for _ in range(6):
+        for p in model.parameters():
+            p.grad = torch.randn_like(p)
+        optimizer.step()                                              # ours: updated by the optimizer's hook
+        scheduler.step()
+        theirs.update_parameters(model)
+    ours.hook.remove()
+    for (name, a), b in zip(ours.module.named_parameters(), theirs.module.parameters()):
+        assert torch.equal(a, b), name
+    assert not any(torch.equal(a, b) for a, b in zip(ours.module.parameters(), model.parameters()) if a.dim() > 1)
+    for a, b in zip(ours.module.buffers(), model.buffers()):           # the constant sinusoid tables: as they are
+        assert torch.equal(a, b)

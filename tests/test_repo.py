@@ -244,3 +244,19 @@ def test_the_wheel_installs_and_translates_without_a_warning(tmp_path):
     where = subprocess.run([venv / "bin" / "python", "-c", "import transformer_nb; print(transformer_nb.__file__)"],
                            cwd=tmp_path, capture_output=True, text=True).stdout
     assert where.startswith(str(venv)), where                            # the wheel's copy, not this checkout
+
+
+def test_the_public_api_is_what_the_book_teaches_and_a_user_calls():
+    """At most 100 names in the modules' `__all__` (validators, tables and format constants are private); the package
+    itself exports what a user reaches for first; `make_model` shows its parameters to `help()`."""
+    import importlib
+    import inspect
+    import pkgutil
+    import transformer_nb
+    names = [n for m in pkgutil.iter_modules(transformer_nb.__path__) if not m.name.startswith("_")
+             for n in importlib.import_module(f"transformer_nb.{m.name}").__all__]
+    assert len(names) <= 100 and not [n for n in names if n.startswith("_")], (len(names), names)
+    for first in ("ModelConfig", "make_model", "train", "translate", "load_pretrained", "greedy_decode", "beam_search"):
+        assert first in transformer_nb.__all__ and hasattr(transformer_nb, first), first
+    parameters = inspect.signature(transformer_nb.make_model).parameters
+    assert list(parameters)[:7] == ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout"], list(parameters)

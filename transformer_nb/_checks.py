@@ -13,8 +13,8 @@ import torch
 
 # %% auto #0
 __all__ = ['is_int', 'is_number', 'python_number', 'check_tokens', 'check_mask', 'check_source_mask', 'check_source',
-           'check_target', 'check_heads', 'check_config', 'check_decode_args', 'check_symbols', 'check_recipe',
-           'check_map_location', 'plain_data']
+           'check_target', 'check_heads', 'check_decode_args', 'check_symbols', 'check_recipe', 'check_map_location',
+           'plain_data', 'check_pairs']
 
 # %% ../nbs/modules/checks.ipynb #c4ec0009
 def is_int(value) -> bool:
@@ -109,47 +109,6 @@ def check_heads(h, d_model):
         raise ValueError(f"d_model={d_model} must be divisible by the number of heads h={h} "
                          f"(each head gets d_k = d_model / h dimensions)")
 
-
-# far beyond anything this book trains, checked before anything is allocated: a typo fails at once, not out of memory
-_LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
-               max_positions=100_000)
-_MAX_PARAMETERS = 2**31
-
-
-def check_config(config: dict):
-    "Raise a clear error, naming the field, unless `config` holds the fields of a `ModelConfig` it can build."
-    for name, limit in _LIMITS.items():
-        value = config[name]
-        if not is_int(value) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-        if value > limit:
-            raise ValueError(f"`{name}` must be at most {limit:,}, got {value:,}")
-    V, d, n = config["src_vocab"] + 2 * config["tgt_vocab"], config["d_model"], config["N"]
-    estimate = V * d + n * (12 * d * d + 4 * d * config["d_ff"])                # embeddings, output, layers
-    if estimate > _MAX_PARAMETERS:
-        raise ValueError(f"make_model would build about {estimate:,} parameters, more than this package builds "
-                         f"({_MAX_PARAMETERS:,}): reduce N, d_model, d_ff or the vocabularies")
-    for name in ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias"):
-        if not isinstance(config[name], bool):
-            raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
-    for name in ("final_norm", "generator_bias"):
-        if config.get(name) is not None and not isinstance(config[name], bool):
-            raise ValueError(f"`{name}` must be True, False or None, got {config[name]!r}")
-    for name in ("dropout", "attn_dropout", "ff_dropout"):
-        p = config.get(name)
-        if p is None and name != "dropout":
-            continue                                                   # None: the same as `dropout`
-        if not is_number(p) or not 0 <= p < 1:
-            raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
-                             f"got {p!r}")
-    check_heads(config["h"], config["d_model"])
-    pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
-    if pad is not None and (not is_int(pad) or not 0 <= pad < smallest):
-        raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
-    if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
-        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "
-                         f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
-
 # %% ../nbs/modules/checks.ipynb #c4ec000b
 def check_decode_args(src, src_mask, max_length, limit: int | None) -> int:
     "A decoder's arguments; returns `max_length`, capped (with a warning) at `limit`, the model's positional table."
@@ -242,3 +201,12 @@ def plain_data(value, where: str):
         return value
     raise ValueError(f"`{where}` is a {type(value).__name__}, which a checkpoint does not hold (it keeps tensors, "
                      f"numbers, strings, lists, tuples and dicts): convert it to one of those")
+
+# %% ../nbs/modules/checks.ipynb #c4ec000e
+def check_pairs(pairs, name: str):
+    "Raise a clear error, naming `name` and the first bad item, unless `pairs` is a list of `(source, target)` strings."
+    if isinstance(pairs, (str, bytes, dict)) or not hasattr(pairs, "__len__"):
+        raise TypeError(f"`{name}` must be a list of (source, target) pairs of strings, got {type(pairs).__name__}")
+    for n, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
+            raise TypeError(f"`{name}[{n}]` must be a (source, target) pair of strings, got {pair!r:.80}")

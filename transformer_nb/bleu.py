@@ -7,12 +7,12 @@ from __future__ import annotations
 from ._checks import is_int
 
 # %% auto #0
-__all__ = ['bleu', 'moses_tokenize', 'bleu_signature']
+__all__ = ['bleu']
 
 # %% ../nbs/08_translation.ipynb #8b141ed5
 def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bootstrap: int = 1):
     """Corpus BLEU by sacreBLEU, `.score` 0-100. By default sacreBLEU's standard settings on detokenized text (cased,
-    its 13a tokenization): the score to report, with `bleu_signature()`. `moses=True`: the way published Multi30k tables
+    its 13a tokenization): the score to report, with sacreBLEU's signature. `moses=True`: the way published Multi30k tables
     score, comparable with them: both sides lowercased, punctuation-normalized and tokenized by the Moses tokenizer
     (sacremoses, with its escaping), then BLEU on those tokens as they are. `n_bootstrap` > 1: also a 95% confidence
     interval from that many bootstrap resamples of the sentences (sacreBLEU's; printed as `μ = mean ± half-width`)."""
@@ -33,23 +33,23 @@ def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bo
     if not is_int(n_bootstrap) or n_bootstrap < 1:
         raise ValueError(f"`n_bootstrap` must be a positive integer, got {n_bootstrap!r}")
     if moses:
-        hypotheses, references = moses_tokenize(hypotheses), moses_tokenize(references)
+        hypotheses, references = _moses_tokenize(hypotheses), _moses_tokenize(references)
     return _bleu_metric(moses).corpus_score(hypotheses, [references], n_bootstrap=n_bootstrap)
 
 
-def moses_tokenize(sentences: list[str], lang: str = "en") -> list[str]:
+def _moses_tokenize(sentences: list[str], lang: str = "en") -> list[str]:
     """Each sentence lowercased, punctuation-normalized and split into tokens by the Moses tokenizer (as sacremoses
     ports it; `&`, `<`, `'`, ... escaped as `&amp;`, ...), the tokens joined by spaces: the preprocessing behind the
     published Multi30k scores."""
     try:
         from sacremoses import MosesPunctNormalizer, MosesTokenizer
     except ImportError as e:
-        raise ImportError("moses_tokenize needs sacremoses: pip install 'transformer-nb[translate]'") from e
+        raise ImportError("_moses_tokenize needs sacremoses: pip install 'transformer-nb[translate]'") from e
     normalize, tokenizer = MosesPunctNormalizer(lang), MosesTokenizer(lang)
     return [tokenizer.tokenize(normalize.normalize(s.lower()), escape=True, return_str=True) for s in sentences]
 
 
-def bleu_signature(moses: bool = False, n_bootstrap: int = 1) -> str:
+def _bleu_signature(moses: bool = False, n_bootstrap: int = 1) -> str:
     """sacreBLEU's signature of `bleu`'s settings, one reference per sentence: print it beside a score so others can
     compare. With `moses`, it first names the preprocessing (sacreBLEU then sees tokenized text: `tok:none`)."""
     metric = _bleu_metric(moses)

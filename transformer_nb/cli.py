@@ -14,14 +14,14 @@ from pathlib import Path
 import torch
 
 from .checkpoint import CheckpointError
-from .commands import UsageError, copy_command, summary_command, translate_command
+from .commands import UsageError, run_command
 from .copy_task import CopyRecipe
 from .model import ModelConfig
 from .translation import TranslationRecipe
 from .translator import PRETRAINED_TRANSLATOR
 
 # %% auto #0
-__all__ = ['build_parser', 'main']
+__all__ = ['main']
 
 # %% ../nbs/15_cli.ipynb #eed3c74b
 #| code-fold: true
@@ -133,7 +133,7 @@ def _add_run_args(p: argparse.ArgumentParser, what: str):
                    "depending on the machine)")
 
 
-def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
+def _build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     """The `transformer-nb` argument parser, one sub-command per job. `defaults=False`: the recipe's options have no
     defaults, so a parse returns only those given (how `main` tells what was typed)."""
     fill = lambda values: values if defaults else None
@@ -146,7 +146,6 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
                 ["N", "d_model", "d_ff", "h", "pre_norm", "batch_size", "epochs", "seed", "device", "precision"])
     _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
-    c.set_defaults(run=copy_command)
     t = sub.add_parser(
         "translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations"
     )
@@ -165,13 +164,11 @@ def build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     t.add_argument("--test-sentences", type=_positive, default=1000,
                    help="score the first this many test sentences (default: 1000)")
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
-    t.set_defaults(run=translate_command)
     s = sub.add_parser("summary", help="build a model and print its parameter count by part")
     _add_fields(s, "the model (ModelConfig's fields; defaults: the paper's base sizes, nothing shared)",
                 fill(asdict(ModelConfig(37000, 37000))),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
-    s.set_defaults(run=summary_command)
     return parser
 
 
@@ -196,9 +193,9 @@ def _refuse_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `transformer-nb`; returns the exit status: 2 for bad arguments or an unusable checkpoint,
     1 when a file cannot be written, 130 after Ctrl-C."""
-    parser = build_parser()
+    parser = _build_parser()
     args = parser.parse_args(argv)
-    args.given = set(vars(build_parser(defaults=False).parse_args(argv))) & set(_FIELDS)   # the options typed
+    args.given = set(vars(_build_parser(defaults=False).parse_args(argv))) & set(_FIELDS)   # the options typed
     if getattr(args, "pretrained", False):
         if args.checkpoint:
             parser.error("--pretrained loads the translator the package ships, --checkpoint another: give one of them")
@@ -216,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         with contextlib.ExitStack() as args.cleanup:    # closes what the command opened for its run
-            return args.run(args)
+            return run_command(args)
     except UsageError as e:                       # a command line the commands cannot run: name the option
         parser.error(str(e))
     except CheckpointError as e:                  # one line, no usage and no traceback

@@ -17,18 +17,18 @@ from .bleu import bleu
 from .checkpoint import read_checkpoint, model_from_checkpoint, CheckpointError
 from .fit import saved_recipe
 from .copy_task import CopyRecipe, train_copy, held_out_set, copy_accuracy, PAD, BOS, EOS
-from .data import MULTI30K_SHA256, load_multi30k
+from .data import load_multi30k
 from .decoding import greedy_decode
 from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
 from .model import ModelConfig, make_model, parameter_table
-from .translation import TranslationRecipe, train_translation, recipe_from_checkpoint, linear_end
+from .translation import TranslationRecipe, train_translation
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
 # %% auto #0
-__all__ = ['UsageError', 'summary_command', 'copy_command', 'translate_command']
+__all__ = ['UsageError', 'run_command']
 
 # %% ../nbs/15_cli.ipynb #11b41596
 #| code-fold: true
@@ -58,11 +58,9 @@ def _recipe(cls, a: argparse.Namespace):
         raise UsageError(str(e)) from None
 
 
-def summary_command(a: argparse.Namespace) -> int:
+def _summary_command(a: argparse.Namespace) -> int:
     "`transformer-nb summary`: build the model the options describe and print its parameter table."
-    model = make_model(_check_model(**{k: getattr(a, k) for k in (
-        "src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos", "tie_weights",
-        "share_embeddings")}))
+    model = make_model(_check_model(**{f.name: getattr(a, f.name) for f in fields(ModelConfig) if hasattr(a, f.name)}))
     print(", ".join(f"{k}={v}" for k, v in asdict(model.config).items()))
     print(parameter_table(model))
     return 0
@@ -81,11 +79,11 @@ def _check_args(a: argparse.Namespace):
                 else "no such file"
             raise UsageError(f"--{flag} {path}: {what}")
     a.loaded = next((read_checkpoint(p) for p in (a.checkpoint, a.resume) if p is not None), None)   # read once
+    a.done = len((a.loaded.get("extra") or {}).get("history") or []) if a.resume is not None else 0   # epochs
     if a.resume is not None:                                 # a run resumed only to end where it is trains nothing
-        done = len((a.loaded.get("extra") or {}).get("history") or [])
-        if a.epochs <= done:
-            raise UsageError(f"--epochs {a.epochs}: the run in {a.resume} has already trained {done} epochs; give "
-                             f"more than {done} to train on")
+        if a.epochs <= a.done:
+            raise UsageError(f"--epochs {a.epochs}: the run in {a.resume} has already trained {a.done} epochs; give "
+                             f"more than {a.done} to train on")
         a.save = a.resume if a.save is None else a.save      # a resumed run keeps saving where it was saved
     if a.save is not None:
         try:
@@ -120,19 +118,20 @@ def _train(a: argparse.Namespace, run):
     try:
         return run(finished.append)
     except KeyboardInterrupt:
-        if a.quiet:
-            raise SystemExit(130)
         if a.save is not None and finished:
-            print(f"\ninterrupted: the model after epoch {finished[-1]['epoch']} is in {a.save}; "
-                  f"continue with --resume {a.save}", file=sys.stderr)
-        elif a.save is not None:
-            print("\ninterrupted before the first epoch finished: nothing was saved", file=sys.stderr)
+            said = f": the model after epoch {finished[-1]['epoch']} is in {a.save}; continue with --resume {a.save}"
+        elif a.resume is not None:                   # its file still holds the run as it was
+            said = f" before an epoch finished: {a.resume} still holds the run after epoch {a.done}; continue with " \
+                   f"--resume {a.resume}"
         else:
-            print("\ninterrupted: nothing was saved (--save PATH keeps a checkpoint every epoch)", file=sys.stderr)
+            said = " before the first epoch finished: nothing was saved" if a.save is not None else \
+                   ": nothing was saved (--save PATH keeps a checkpoint every epoch)"
+        if not a.quiet:
+            print(f"\ninterrupted{said}", file=sys.stderr)
         raise SystemExit(130)
 
 
-def copy_command(a: argparse.Namespace) -> int:
+def _copy_command(a: argparse.Namespace) -> int:
     "`transformer-nb copy`: train (or load) a copy-task model, then show and score its copies of held-out sequences."
     _check_args(a)
     world = _world(a)
@@ -159,10 +158,8 @@ def copy_command(a: argparse.Namespace) -> int:
                                                            compile=a.compile))
         if a.save is not None:
             print(f"saved the model to {a.save}")
-    if world.size > 1:
-        world.close()
-        if a.quiet:                                           # training is shared; evaluating is the main process's
-            return 0
+    if world.size > 1 and (world.close() or a.quiet):        # training is shared; evaluating is the main process's
+        return 0
     accuracy = copy_accuracy(model, held) if a.checkpoint is not None else history[-1]["accuracy"]  # its last epoch's
     print(f"held-out accuracy: {accuracy:.1%} of {len(held)} sequences copied exactly")
     examples = held[: a.examples].to(a.device)
@@ -177,17 +174,17 @@ def copy_command(a: argparse.Namespace) -> int:
 def _translate_data(a: argparse.Namespace, split: str):
     if a.data is not None and (not a.data or not Path(a.data).is_dir()):   # Path('') would be the current folder
         raise UsageError(f"--data {a.data or repr(a.data)}: not a folder (expected one holding the six Multi30k files)")
-    if a.data is not None and (missing := [n for n in MULTI30K_SHA256 if not (Path(a.data) / n).is_file()]):
-        raise UsageError(f"--data {a.data}: {', '.join(missing)} missing (leave --data out to download them)")
     try:
         return load_multi30k(split, a.data)
+    except FileNotFoundError as e:               # a local folder that lacks some of the files
+        raise UsageError(f"--data {a.data}: {e.strerror} (leave --data out to download them)") from None
     except OSError as e:                         # no internet to download them
         raise UsageError(f"cannot read Multi30k ({e}); pass --data DIR with a local copy") from e
     except ValueError as e:                      # a damaged file: its checksum does not match
         raise UsageError(f"--data {a.data}: {e}") from None
 
 
-def translate_command(a: argparse.Namespace) -> int:
+def _translate_command(a: argparse.Namespace) -> int:
     "`transformer-nb translate`: train (or load) a German→English model, then score it on the test set or translate."
     _check_args(a)
     world = _world(a)
@@ -199,10 +196,10 @@ def translate_command(a: argparse.Namespace) -> int:
     else:
         recipe = _recipe(TranslationRecipe, a)
         if a.resume is not None:
-            recipe = replace(saved := recipe_from_checkpoint(a.loaded), **_resumed(a))
+            recipe = replace(saved := TranslationRecipe.from_checkpoint(a.loaded), **_resumed(a))
             if saved.schedule == "linear" and recipe.epochs != saved.epochs:
                 raise UsageError(f"--epochs {recipe.epochs}: the run in {a.resume} "
-                                 f"{linear_end(a.loaded, saved, '--epochs ')}")
+                                 f"{saved.linear_end(a.done, '--epochs ')}")
         train_pairs, val_pairs = _translate_data(a, "train")[: a.train_pairs], _translate_data(a, "val")
         tokenizer = None
         if a.resume is None:                     # learned here, so that a vocabulary too small is named
@@ -220,10 +217,8 @@ def translate_command(a: argparse.Namespace) -> int:
             on_epoch=lambda r: (done(r), report(r)), world=world, compile=a.compile))
         if a.save is not None:
             print(f"saved the model and its tokenizer to {a.save}")
-    if world.size > 1:
-        world.close()
-        if a.quiet:                                           # training is shared; evaluating is the main process's
-            return 0
+    if world.size > 1 and (world.close() or a.quiet):        # training is shared; evaluating is the main process's
+        return 0
     decoder = "greedy" if a.beam_size == 1 else f"beam {a.beam_size}, length penalty {a.length_penalty}"
     precision = a.precision if a.checkpoint is not None else recipe.precision       # a resumed run's, unless given
 
@@ -248,3 +243,8 @@ def translate_command(a: argparse.Namespace) -> int:
     for (de, en), hyp in list(zip(test, hypotheses))[: a.examples]:
         print(f"  {de}\n    reference: {en}\n    model:     {hyp}")
     return 0
+
+
+def run_command(a: argparse.Namespace) -> int:
+    "Run the command the options name (`copy`, `translate` or `summary`); returns the exit status."
+    return {"copy": _copy_command, "translate": _translate_command, "summary": _summary_command}[a.command](a)

@@ -12,15 +12,14 @@ import torch
 from .model import ModelConfig, make_model
 from .batch import Batch
 from .checkpoint import read_checkpoint, model_from_checkpoint
-from .fit import train, TrainResult, saved_recipe, check_saved_model
+from .fit import train, TrainResult, saved_recipe
 from .precision import resolve_precision
 from ._checks import check_recipe
 from .schedule import noam_optimizer
 from .decoding import greedy_decode
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'is_reserved', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyRecipe',
-           'epoch_batches', 'copy_optimizer', 'train_copy']
+__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyRecipe', 'train_copy']
 
 # %% ../nbs/07_copy_task.ipynb #e7bec38c
 PAD, BOS, EOS = 0, 1, 2
@@ -29,7 +28,7 @@ PAD, BOS, EOS = 0, 1, 2
 def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10, generator=None,
                    reserved_only: bool | None = None):
     """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_symbols, max_symbols]` and `x_i` in
-    `[3, vocab)`: `(n, max_symbols + 2)`. `reserved_only=True` draws only sequences `is_reserved` sets aside, `False`
+    `[3, vocab)`: `(n, max_symbols + 2)`. `reserved_only=True` draws only sequences `_is_reserved` sets aside, `False`
     never draws them."""
     if n < 1 or vocab < 4 or not 1 <= min_symbols <= max_symbols:
         raise ValueError(
@@ -50,11 +49,11 @@ def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: i
         inside = torch.arange(max_symbols) < lengths.unsqueeze(1)                            # (n, max_symbols)
         seq[:, 1:-1] = torch.where(inside, body, PAD)
         seq[torch.arange(n), lengths + 1] = EOS
-        out.append(seq if reserved_only is None else seq[is_reserved(seq) == reserved_only])
+        out.append(seq if reserved_only is None else seq[_is_reserved(seq) == reserved_only])
     return torch.cat(out)[:n]
 
 
-def is_reserved(seqs) -> torch.Tensor:
+def _is_reserved(seqs) -> torch.Tensor:
     """Which sequences `(n, width)` are set aside for evaluation: a fixed hash of their tokens picks about 1 in 7.
     It depends on nothing else (no seed, no recipe), so training, which never draws them, cannot see a held-out one."""
     weights = torch.tensor([pow(31, i, 1_000_003) for i in range(seqs.size(1))])
@@ -136,17 +135,15 @@ class CopyRecipe:
         return ModelConfig(self.vocab, self.vocab, self.N, self.d_model, self.d_ff, self.h, self.dropout,
                            pre_norm=self.pre_norm, padding_idx=PAD)
 
+    def batches(self, epoch: int) -> list:
+        "The training batches of `epoch`, drawn from their own seed: an epoch's data never depend on earlier epochs."
+        g = torch.Generator().manual_seed((self.seed * 100_003 + epoch) % 2**63)       # any seed the recipe accepts
+        return copy_batches(self.batches_per_epoch, self.batch_size, self.vocab, self.min_symbols, self.max_symbols,
+                            g)
 
-def epoch_batches(recipe: CopyRecipe, epoch: int) -> list:
-    "The training batches of `epoch`, drawn from their own seed, so an epoch's data never depend on earlier epochs."
-    g = torch.Generator().manual_seed((recipe.seed * 100_003 + epoch) % 2**63)     # any seed the recipe accepts
-    return copy_batches(recipe.batches_per_epoch, recipe.batch_size, recipe.vocab, recipe.min_symbols,
-                        recipe.max_symbols, g)
-
-
-def copy_optimizer(model, recipe: CopyRecipe):
-    "Adam and the paper's schedule (chapter 05), scaled to peak at `recipe.lr` after `recipe.warmup` steps."
-    return noam_optimizer(model, recipe.lr * (recipe.d_model * recipe.warmup) ** 0.5, recipe.warmup)
+    def optimizer(self, model):
+        "Adam and the paper's schedule (chapter 05), peaking at `lr` after `warmup` steps."
+        return noam_optimizer(model, warmup=self.warmup, peak=self.lr)
 
 
 def train_copy(recipe: CopyRecipe | None = None, held_out=None, progress: bool | None = None, on_epoch=None,
@@ -163,10 +160,9 @@ def train_copy(recipe: CopyRecipe | None = None, held_out=None, progress: bool |
         raise TypeError(f"`recipe` must be a CopyRecipe, got {type(recipe).__name__}")
     if resume is not None:
         resume = read_checkpoint(resume, kind="copy")                   # read and checked once
-        recipe = saved_recipe(resume, CopyRecipe, "copy", epochs=recipe.epochs, device=recipe.device,
-                              precision=recipe.precision)
+        recipe = saved_recipe(resume, CopyRecipe, "copy", CopyRecipe.model_config, epochs=recipe.epochs,
+                              device=recipe.device, precision=recipe.precision)
         model = model_from_checkpoint(resume, recipe.device)
-        check_saved_model(resume["path"], model.config, recipe.model_config())
     else:
         torch.manual_seed(recipe.seed)
         model = make_model(recipe.model_config())
@@ -174,8 +170,8 @@ def train_copy(recipe: CopyRecipe | None = None, held_out=None, progress: bool |
     if held_out is None:
         held_out = held_out_set(vocab=recipe.vocab, min_symbols=recipe.min_symbols, max_symbols=recipe.max_symbols)
     _check_sequences(held_out, "held_out")
-    optimizer, scheduler = copy_optimizer(model, recipe)
-    history = train(lambda epoch: epoch_batches(recipe, epoch), model, optimizer=optimizer, scheduler=scheduler,
+    optimizer, scheduler = recipe.optimizer(model)
+    history = train(recipe.batches, model, optimizer=optimizer, scheduler=scheduler,
                     epochs=recipe.epochs, smoothing=recipe.smoothing, progress=progress, on_epoch=on_epoch,
                     evaluate=lambda m: {"accuracy": copy_accuracy(m, held_out)},
                     stop=lambda h: h[-1]["accuracy"] >= recipe.target_accuracy,

@@ -5,6 +5,7 @@
 sentences turned into length-bucketed batches (chapter 08)."""
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import os
@@ -19,16 +20,16 @@ from torch.nn.utils.rnn import pad_sequence
 from .batch import Batch
 from .files import atomic_write
 from .tokenizer import Tokenizer
-from ._checks import is_int
+from ._checks import is_int, check_pairs
 
 # %% auto #0
-__all__ = ['MULTI30K_URL', 'MULTI30K_SHA256', 'SPLITS', 'default_cache_dir', 'multi30k_folder', 'load_multi30k', 'encode_pairs', 'check_pairs', 'pad_ids', 'bucket_batches', 'bucket_count']
+__all__ = ['load_multi30k', 'encode_pairs', 'pad_ids', 'bucket_batches', 'bucket_count']
 
 # %% ../nbs/08_translation.ipynb #c1d4329d
-MULTI30K_URL = (
+_MULTI30K_URL = (
     "https://raw.githubusercontent.com/multi30k/dataset/a3d2e0d26b56f3846f66a952536ffed4e401d05a/data/task1/raw/"
 )
-MULTI30K_SHA256 = {
+_MULTI30K_SHA256 = {
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
@@ -36,10 +37,10 @@ MULTI30K_SHA256 = {
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
 }
-SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
+_SPLITS = {"train": "train", "val": "val", "test": "test_2016_flickr"}
 
 
-def default_cache_dir() -> Path:
+def _default_cache_dir() -> Path:
     "Where downloads go: `$TRANSFORMER_NB_CACHE` if set, else `~/.cache/transformer_nb`."
     return Path(os.environ.get("TRANSFORMER_NB_CACHE", Path.home() / ".cache" / "transformer_nb"))
 
@@ -53,20 +54,22 @@ def _download(url: str, dest: Path):
         atomic_write(dest, lambda f: shutil.copyfileobj(response, f))
 
 
-def multi30k_folder(root=None, cache_dir=None, url: str = MULTI30K_URL, download: bool = True) -> Path:
+def _multi30k_folder(root=None, cache_dir=None, url: str = _MULTI30K_URL, download: bool = True) -> Path:
     """A folder holding the six Multi30k files, each verified against its SHA-256: `root` when given (nothing is
-    downloaded), else `cache_dir/multi30k` (default `default_cache_dir()`), downloading from `url` whatever is
+    downloaded), else `cache_dir/multi30k` (default `_default_cache_dir()`), downloading from `url` whatever is
     missing."""
     if root is not None:
         folder = Path(root)
         if not folder.is_dir():
             raise FileNotFoundError(
-                f"`root`: {folder} is not a folder (expected one holding {', '.join(MULTI30K_SHA256)})"
+                f"`root`: {folder} is not a folder (expected one holding {', '.join(_MULTI30K_SHA256)})"
             )
+        if missing := [name for name in _MULTI30K_SHA256 if not (folder / name).is_file()]:
+            raise FileNotFoundError(errno.ENOENT, f"{', '.join(missing)} missing", str(folder))
     else:
-        folder = Path(cache_dir if cache_dir is not None else default_cache_dir()) / "multi30k"
+        folder = Path(cache_dir if cache_dir is not None else _default_cache_dir()) / "multi30k"
         folder.mkdir(parents=True, exist_ok=True)
-    for name, expected in MULTI30K_SHA256.items():
+    for name, expected in _MULTI30K_SHA256.items():
         path = folder / name
         if not path.exists():
             if root is not None or not download:
@@ -79,13 +82,13 @@ def multi30k_folder(root=None, cache_dir=None, url: str = MULTI30K_URL, download
     return folder
 
 
-def load_multi30k(split: str, root=None, cache_dir=None, url: str = MULTI30K_URL) -> list[tuple[str, str]]:
+def load_multi30k(split: str, root=None, cache_dir=None, url: str = _MULTI30K_URL) -> list[tuple[str, str]]:
     "The `split` ('train', 'val', or 'test': the 2016 Flickr test set) as a list of `(german, english)` sentence pairs."
-    if split not in SPLITS:
-        raise ValueError(f"`split` must be one of {list(SPLITS)}, got {split!r}")
-    folder = multi30k_folder(root, cache_dir, url)
+    if split not in _SPLITS:
+        raise ValueError(f"`split` must be one of {list(_SPLITS)}, got {split!r}")
+    folder = _multi30k_folder(root, cache_dir, url)
     read = (
-        lambda lang: gzip.decompress((folder / f"{SPLITS[split]}.{lang}.gz").read_bytes()).decode("utf-8").splitlines()
+        lambda lang: gzip.decompress((folder / f"{_SPLITS[split]}.{lang}.gz").read_bytes()).decode("utf-8").splitlines()
     )
     de, en = read("de"), read("en")
     if len(de) != len(en):
@@ -109,15 +112,6 @@ def encode_pairs(pairs, tokenizer: Tokenizer, drop_longer_than: int | None = Non
         if drop_longer_than is None or max(len(s), len(t)) <= drop_longer_than:
             out.append((s, t))
     return out
-
-
-def check_pairs(pairs, name: str):
-    "Raise a clear error, naming `name` and the first bad item, unless `pairs` is a list of `(source, target)` strings."
-    if isinstance(pairs, (str, bytes, dict)) or not hasattr(pairs, "__len__"):
-        raise TypeError(f"`{name}` must be a list of (source, target) pairs of strings, got {type(pairs).__name__}")
-    for n, pair in enumerate(pairs):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(s, str) for s in pair)):
-            raise TypeError(f"`{name}[{n}]` must be a (source, target) pair of strings, got {pair!r:.80}")
 
 
 def pad_ids(seqs: list[list[int]], padding_idx: int) -> torch.Tensor:

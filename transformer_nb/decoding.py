@@ -16,7 +16,7 @@ from .precision import autocast
 from ._checks import is_int, is_number, check_decode_args, check_symbols
 
 # %% auto #0
-__all__ = ['BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'init_cache', 'next_log_probs', 'KVCache', 'beam_search']
+__all__ = ['BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'KVCache', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
@@ -34,7 +34,7 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
         memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), checked once
         ys = torch.full((src.size(0), max_length), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        cache, every, t = init_cache(model, max_length) if use_cache else None, _stop_interval(src.device), 0
+        cache, every, t = _init_cache(model, max_length) if use_cache else None, _stop_interval(src.device), 0
         for t in range(1, max_length):                                 # t: the position being written
             _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fill)
             if end_symbol is not None and t % every == 0 and finished.all():   # reading `finished` waits for a GPU
@@ -49,7 +49,7 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
 
 def _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fill):
     "Write position `t` of `ys` `(batch, max_length)`: the most likely next token, `fill` where a row has ended."
-    tok = next_log_probs(model, memory, src_mask, ys[:, :t], cache).argmax(-1)   # (batch,)
+    tok = _next_log_probs(model, memory, src_mask, ys[:, :t], cache).argmax(-1)   # (batch,)
     if end_symbol is not None:
         tok.masked_fill_(finished, fill)
         finished |= tok == end_symbol
@@ -73,13 +73,13 @@ def _stop_interval(device: torch.device) -> int:
     return 1 if device.type == "cpu" else 8
 
 
-def init_cache(model, max_length: int) -> list:
+def _init_cache(model, max_length: int) -> list:
     """Empty key/value caches for every decoder layer, for outputs of up to `max_length` tokens: self-attention's
     filled one position per step, cross-attention's (`static`) once."""
     return [{"self": KVCache(max_length), "src": KVCache(static=True)} for _ in model.decoder.layers]
 
 
-def next_log_probs(model, memory, src_mask, ys, cache=None):
+def _next_log_probs(model, memory, src_mask, ys, cache=None):
     """Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`. With a `cache`, only the last token of
     `ys` is fed, at its position `t - 1`, through the decoder stack: the decoders checked their inputs once, before
     the first step, and check nothing here."""
@@ -176,7 +176,7 @@ def beam_search(
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
         if src_mask is not None:
             src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)
-        cache = init_cache(model, max_length) if use_cache else None
+        cache = _init_cache(model, max_length) if use_cache else None
         alive = torch.full((b, k, max_length), fill, dtype=torch.long, device=dev)  # live hypotheses, padded
         alive[..., 0] = start_symbol
         alive_lp = torch.full((b, k), -inf, device=dev)                # their raw log-probabilities
@@ -186,7 +186,7 @@ def beam_search(
         ar, every, t = torch.arange(b, device=dev), _stop_interval(dev), 0
         for t in range(1, max_length):                                    # t: the position being written
             ys = alive[..., :t].reshape(b * k, t)                        # (b, k, t) -> (b*k, t)
-            logp = next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
+            logp = _next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
             cand = alive_lp.unsqueeze(-1) + logp                       # raw scores of every extension
             # 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
             done, j = (cand[..., end_symbol] / _length_penalty(t, length_penalty)).max(-1)  # (b,)

@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 from .batch import Batch
 
 # %% auto #0
-__all__ = ['shard_batch', 'GlobalLoss', 'SingleProcess', 'World', 'world_from_env']
+__all__ = ['shard_batch', 'SingleProcess', 'World', 'world_from_env']
 
 # %% ../nbs/09_distributed.ipynb #e37d0ab4
 def shard_batch(batch: Batch, rank: int, size: int) -> Batch:
@@ -39,7 +39,7 @@ def shard_batch(batch: Batch, rank: int, size: int) -> Batch:
     return part
 
 # %% ../nbs/09_distributed.ipynb #ba3a8a80
-class GlobalLoss:
+class _GlobalLoss:
     """Wraps a loss compute (`SimpleLossCompute`) for one process's part of a batch whose `norm` is the *whole* batch's
     label count. Returns the whole batch's summed loss (all-reduced, for the log) and this part's loss for backward,
     times the number of processes: DDP averages gradients over processes, and the average of N parts each scaled by N
@@ -105,7 +105,7 @@ class World(SingleProcess):
         return DistributedDataParallel(model, device_ids=ids, **{_NO_BUFFER_SYNC: False})  # buffers: constant tables
 
     def loss(self, loss_compute):
-        return GlobalLoss(loss_compute, self)
+        return _GlobalLoss(loss_compute, self)
 
     def shard(self, batches: list) -> list:
         """This process's part of every batch, each carrying the whole batch's `ntokens` and `nsamples` (summed over

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 from .precision import autocast
 
 # %% auto #0
-__all__ = ['run_epoch', 'TrainState', 'show_progress']
+__all__ = ['run_epoch', 'TrainState']
 
 # %% ../nbs/05_training.ipynb #947263cd
 def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mode: str = "train",
@@ -42,7 +42,7 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     takes_rows = "rows" in inspect.signature(loss_compute).parameters  # a loss that takes Batch.rows gets them
     model.train(train)
     total = total if total is not None else (len(data_iter) if hasattr(data_iter, "__len__") else None)
-    bar = tqdm(total=total, disable=not show_progress(progress), leave=False, unit="batch", desc=mode)
+    bar = tqdm(total=total, disable=not _show_progress(progress), leave=False, unit="batch", desc=mode)
     stream, total_loss, total_tokens, last = iter(data_iter), 0.0, 0, None
     start = time.perf_counter()
     with torch.set_grad_enabled(train), bar:
@@ -62,9 +62,7 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
             if device.type == "cpu" or logged:                           # read: free on a CPU, a wait on a GPU
                 window_loss = float(window_loss)
                 if train and not math.isfinite(window_loss):             # stop before the step spreads it
-                    raise FloatingPointError(f"the loss is {window_loss} at step {train_state.steps + 1}: "
-                                             "training stopped before this step updated the weights (check the data "
-                                             "and the learning rate)")
+                    raise FloatingPointError(_not_finite(model, window_loss, train_state.steps + 1))
             total_loss, total_tokens = total_loss + window_loss, total_tokens + window_tokens
             lr = optimizer.param_groups[0]["lr"] if optimizer is not None else 0.0   # the rate this step uses
             if train:
@@ -99,7 +97,7 @@ class TrainState:
     history: list = field(default_factory=list)
 
 
-def show_progress(progress: bool | None = None) -> bool:
+def _show_progress(progress: bool | None = None) -> bool:
     """`progress` if given; by default, draw bars in Jupyter and on a terminal, never into a log file, and never when
     tqdm's own switch `TQDM_DISABLE` is set in the environment."""
     if progress is not None:
@@ -121,6 +119,14 @@ def _no_sync(model, inner: bool):
     if inner and hasattr(model, "no_sync"):
         return model.no_sync()
     return contextlib.nullcontext()
+
+
+def _not_finite(model, loss: float, step: int) -> str:
+    "Why training stops at a loss that is not finite: weights that no longer are, or else the data or the rate."
+    bad = next((n for n, p in model.named_parameters() if not torch.isfinite(p).all()), None)
+    cause = f"the weights already hold NaN or infinite values, in {bad}" if bad else \
+        "check the data and the learning rate"
+    return f"the loss is {loss} at step {step}: training stopped before this step updated the weights ({cause})"
 
 
 def _optimizer_step(optimizer, scheduler, train_state):

@@ -149,6 +149,9 @@ def check_save_path(path, name: str = "path") -> Path:
     try:
         if path.is_dir() or folder:
             raise ValueError(f"{name} {path}: is a folder; give a file name such as {path / 'model.pt'}")
+        if path.is_symlink() and not path.exists():
+            raise ValueError(f"{name} {path}: a symbolic link to {os.readlink(path)}, which does not exist; give the "
+                             "path of a file")
         existing = path.parent
         while not existing.exists():                                  # missing folders are made when writing
             existing = existing.parent

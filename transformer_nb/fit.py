@@ -18,23 +18,23 @@ from .epoch import TrainState, run_epoch
 from .resume import load_checkpoint
 from .files import check_save_path, file_mark
 from .loss import LabelSmoothing, SimpleLossCompute
-from .model import ModelConfig
 from .precision import resolve_precision, without_cudnn_attention
 from .schedule import noam_optimizer
 from ._checks import is_int, is_number, python_number
 from .distributed import SingleProcess
 
 # %% auto #0
-__all__ = ['saved_recipe', 'check_saved_model', 'TrainResult', 'train']
+__all__ = ['saved_recipe', 'TrainResult', 'train']
 
 # %% ../nbs/12_fit.ipynb #e5f6a7b9
 #| code-fold: true
 #| code-summary: "Show the code (reading a recipe back)"
-def saved_recipe(path, recipe, kind: str, **changes):
+def saved_recipe(path, recipe, kind: str, model_config=None, **changes):
     """The recipe (`recipe` is its dataclass: `CopyRecipe`, `TranslationRecipe`) that the run saved in `path` (a file,
     or a checkpoint `read_checkpoint` returned) was trained with, `changes` applied. A saved recipe whose fields differ
     from `recipe`'s (a run of another version), or whose values the recipe refuses (a tampered file), is refused in one
-    line that names the file and the field."""
+    line that names the file and the field; so is, given `model_config` (the recipe's model: a function of the
+    recipe), a saved model that is not the one its recipe builds."""
     ckpt = read_checkpoint(path, kind=kind)
     path, saved = ckpt["path"], (ckpt.get("extra") or {}).get("recipe")
     if not saved:
@@ -49,20 +49,16 @@ def saved_recipe(path, recipe, kind: str, **changes):
                               f"{', '.join(unknown) or 'none'}; missing: {', '.join(missing) or 'none'}): it cannot "
                               "be resumed", ours=True)
     try:
-        return recipe(**{**saved, **changes})
+        result = recipe(**{**saved, **changes})
+        expected = asdict(model_config(result)) if model_config is not None else ckpt["config"]
     except (TypeError, ValueError) as e:                                  # the recipe's own checks, naming the field
         if set(changes) & set(str(e).split("`")[1::2]):
             raise                                                         # the caller's change, not the file, is wrong
         raise CheckpointError(path, f"its recipe cannot be used: {e}", ours=True) from None
-
-
-def check_saved_model(path, config: ModelConfig, expected: ModelConfig):
-    """Refuse, naming the fields, a checkpoint whose model `config` is not the model its recipe builds (`expected`):
-    a tampered file would otherwise train another model than its recipe says."""
-    config, expected = asdict(config), asdict(expected)
-    diff = [f"{k}={config[k]!r} (its recipe: {v!r})" for k, v in expected.items() if config[k] != v]
-    if diff:
+    diff = [f"{k}={ckpt['config'][k]!r} (its recipe: {v!r})" for k, v in expected.items() if ckpt["config"][k] != v]
+    if diff:                                                              # a tampered file would train another model
         raise CheckpointError(path, f"its model is not the one its recipe builds: {', '.join(diff)}", ours=True)
+    return result
 
 # %% ../nbs/12_fit.ipynb #e3d4fae2
 class TrainResult(NamedTuple):

@@ -13,13 +13,11 @@ from .layers import LayerNorm, PositionwiseFeedForward, EncoderLayer, DecoderLay
 from .model import EncoderDecoder, make_model
 
 # %% auto #0
-__all__ = ['attention_from_torch', 'attention_to_torch', 'encoder_layer_from_torch', 'decoder_layer_from_torch',
-           'encoder_layer_to_torch', 'decoder_layer_to_torch', 'from_torch', 'to_torch', 'torch_masks',
-           'model_from_torch']
+__all__ = ['from_torch', 'to_torch', 'model_from_torch']
 
 # %% ../nbs/11_interop.ipynb #7a29579b
 @torch.no_grad()
-def attention_from_torch(mha: nn.MultiheadAttention) -> MultiHeadedAttention:
+def _attention_from_torch(mha: nn.MultiheadAttention) -> MultiHeadedAttention:
     "A `MultiHeadedAttention` with the weights of `mha` (equal q/k/v sizes; with or without biases)."
     if not mha._qkv_same_embed_dim or mha.bias_k is not None or mha.add_zero_attn:
         raise ValueError("`mha` must use one in_proj_weight (kdim = vdim = embed_dim), "
@@ -34,7 +32,7 @@ def attention_from_torch(mha: nn.MultiheadAttention) -> MultiHeadedAttention:
 
 
 @torch.no_grad()
-def attention_to_torch(ours: MultiHeadedAttention) -> nn.MultiheadAttention:
+def _attention_to_torch(ours: MultiHeadedAttention) -> nn.MultiheadAttention:
     "An `nn.MultiheadAttention(batch_first=True)` with the weights of `ours`."
     bias = ours.w_qkv.bias is not None
     mha = nn.MultiheadAttention(ours.d_model, ours.h, dropout=ours.dropout.p, bias=bias,
@@ -83,19 +81,19 @@ def _layer_from_torch(layer, Layer, *attentions):
     """One of our layers (`Layer`: `EncoderLayer` or `DecoderLayer`) with the weights of the PyTorch `layer`: its
     `attentions` converted, its feed-forward weights, and its norms `norm1`, `norm2`, ... one per sublayer."""
     _check_relu(layer)
-    ours = Layer(layer.self_attn.embed_dim, *(attention_from_torch(a) for a in attentions), _ffn_from_torch(layer),
+    ours = Layer(layer.self_attn.embed_dim, *(_attention_from_torch(a) for a in attentions), _ffn_from_torch(layer),
                  layer.dropout1.p, pre_norm=layer.norm_first, bias=_has_bias(layer))
     for i, sublayer in enumerate(ours.sublayer):
         _copy_norm(sublayer.norm, getattr(layer, f"norm{i + 1}"))
     return ours
 
 
-def encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
+def _encoder_layer_from_torch(layer: nn.TransformerEncoderLayer) -> EncoderLayer:
     "An `EncoderLayer` with the weights of a PyTorch encoder layer (post-norm or `norm_first`)."
     return _layer_from_torch(layer, EncoderLayer, layer.self_attn)
 
 
-def decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
+def _decoder_layer_from_torch(layer: nn.TransformerDecoderLayer) -> DecoderLayer:
     "A `DecoderLayer` with the weights of a PyTorch decoder layer (post-norm or `norm_first`)."
     return _layer_from_torch(layer, DecoderLayer, layer.self_attn, layer.multihead_attn)
 
@@ -117,22 +115,22 @@ def _layer_to_torch(ours, Layer):
     ffn = ours.feed_forward
     theirs = Layer(ours.size, ours.self_attn.h, ffn.w_1.out_features, ours.sublayer[0].dropout.p, batch_first=True,
                    norm_first=ours.pre_norm, bias=_our_bias(ours)).to(ffn.w_1.weight)
-    theirs.self_attn = attention_to_torch(ours.self_attn)
+    theirs.self_attn = _attention_to_torch(ours.self_attn)
     theirs.linear1.load_state_dict(ffn.w_1.state_dict()); theirs.linear2.load_state_dict(ffn.w_2.state_dict())
     for i, sublayer in enumerate(ours.sublayer):
         setattr(theirs, f"norm{i + 1}", _torch_norm(sublayer.norm))
     return theirs
 
 
-def encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
+def _encoder_layer_to_torch(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
     "A `nn.TransformerEncoderLayer(batch_first=True)` with this layer's weights."
     return _layer_to_torch(ours, nn.TransformerEncoderLayer)
 
 
-def decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
+def _decoder_layer_to_torch(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     "A `nn.TransformerDecoderLayer(batch_first=True)` with this layer's weights."
     theirs = _layer_to_torch(ours, nn.TransformerDecoderLayer)
-    theirs.multihead_attn = attention_to_torch(ours.src_attn)
+    theirs.multihead_attn = _attention_to_torch(ours.src_attn)
     return theirs
 
 # %% ../nbs/11_interop.ipynb #abba73b7
@@ -148,8 +146,8 @@ def _stack_from_torch(stack, convert, Stack):
 def from_torch(transformer: nn.Transformer) -> tuple[Encoder, Decoder]:
     """This project's `(Encoder, Decoder)` with the weights of `transformer`. Its `batch_first` setting does not matter:
     the weights are the same either way, and the result is batch-first, like everything in this package."""
-    return (_stack_from_torch(transformer.encoder, encoder_layer_from_torch, Encoder),
-            _stack_from_torch(transformer.decoder, decoder_layer_from_torch, Decoder))
+    return (_stack_from_torch(transformer.encoder, _encoder_layer_from_torch, Encoder),
+            _stack_from_torch(transformer.decoder, _decoder_layer_from_torch, Decoder))
 
 
 def _stack_norm(stack):
@@ -159,8 +157,8 @@ def _stack_norm(stack):
 def to_torch(encoder: Encoder, decoder: Decoder) -> nn.Transformer:
     """An `nn.Transformer(batch_first=True)` with the weights of `encoder` and `decoder` (final norms only where ours
     have them)."""
-    enc_layers = [encoder_layer_to_torch(layer) for layer in encoder.layers]
-    dec_layers = [decoder_layer_to_torch(layer) for layer in decoder.layers]
+    enc_layers = [_encoder_layer_to_torch(layer) for layer in encoder.layers]
+    dec_layers = [_decoder_layer_to_torch(layer) for layer in decoder.layers]
     torch_encoder = nn.TransformerEncoder(
         enc_layers[0], len(enc_layers), norm=_stack_norm(encoder), enable_nested_tensor=False
     )
@@ -175,7 +173,7 @@ def to_torch(encoder: Encoder, decoder: Decoder) -> nn.Transformer:
     return transformer
 
 # %% ../nbs/11_interop.ipynb #1e136d75
-def torch_masks(src_mask, tgt_mask, nhead: int) -> dict:
+def _torch_masks(src_mask, tgt_mask, nhead: int) -> dict:
     """`nn.Transformer` mask arguments (boolean ignore-masks) equivalent to this project's keep-masks `(b, 1, len_src)`
     and `(b, len_tgt, len_tgt)`."""
     if src_mask.dim() != 3 or src_mask.size(1) != 1:

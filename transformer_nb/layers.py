@@ -14,8 +14,8 @@ from torch import nn
 from .attention import MultiHeadedAttention
 
 # %% auto #0
-__all__ = ['LayerNorm', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer', 'DecoderLayer', 'clones', 'Encoder',
-           'Decoder', 'xavier_init']
+__all__ = ['LayerNorm', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder',
+           'xavier_init']
 
 # %% ../nbs/03_layers.ipynb #2fe8b8e2
 class LayerNorm(nn.Module):
@@ -100,7 +100,7 @@ class DecoderLayer(nn.Module):
         return self.sublayer[2](x, self.feed_forward)
 
 # %% ../nbs/03_layers.ipynb #3056d3cc
-def clones(module: nn.Module, N: int) -> nn.ModuleList:
+def _clones(module: nn.Module, N: int) -> nn.ModuleList:
     "`N` independent deep copies of `module`."
     if N < 1:
         raise ValueError(f"`N` (the number of layers) must be at least 1, got {N}")
@@ -118,7 +118,7 @@ class Encoder(nn.Module):
     "A stack of `N` encoder layers, with a final LayerNorm when the layers are pre-norm (or when `final_norm`)."
     def __init__(self, layer: EncoderLayer, N: int, final_norm: bool | None = None):
         super().__init__()
-        self.layers = clones(layer, N)
+        self.layers = _clones(layer, N)
         self.norm = _final_norm(layer, final_norm)
 
     def forward(self, x, mask):
@@ -132,7 +132,7 @@ class Decoder(nn.Module):
     "A stack of `N` decoder layers, with a final LayerNorm when the layers are pre-norm (or when `final_norm`)."
     def __init__(self, layer: DecoderLayer, N: int, final_norm: bool | None = None):
         super().__init__()
-        self.layers = clones(layer, N)
+        self.layers = _clones(layer, N)
         self.norm = _final_norm(layer, final_norm)
 
     def forward(self, x, memory, src_mask, tgt_mask=None, cache: list | None = None):

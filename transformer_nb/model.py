@@ -15,7 +15,7 @@ from torch import nn
 from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding
 from .attention import MultiHeadedAttention, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder, xavier_init)
-from ._checks import check_config, check_source, check_target
+from ._checks import is_int, is_number, check_heads, check_source, check_target
 
 # %% auto #0
 __all__ = ['EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'count_parameters', 'parameter_table', 'attention_maps']
@@ -88,7 +88,7 @@ class ModelConfig:
     ff_dropout: float | None = None
 
     def __post_init__(self):
-        check_config(asdict(self))                        # once, here: every ModelConfig can be built (below)
+        _check_config(asdict(self))                       # once, here: every ModelConfig can be built (below)
 
 
 def make_model(*args, **kwargs) -> EncoderDecoder:
@@ -140,6 +140,49 @@ def _init_weights(model: nn.Module, padding_idx: int | None):
         for m in model.modules():
             if isinstance(m, Embeddings):
                 m.lut.weight[padding_idx].zero_()
+
+# %% ../nbs/04_model.ipynb #4ee43a7b
+#| code-fold: true
+#| code-summary: Show the code (checking a config's fields)
+# far beyond anything this book trains, checked before anything is allocated: a typo fails at once, not out of memory
+_LIMITS = dict(src_vocab=10_000_000, tgt_vocab=10_000_000, N=1_000, d_model=65_536, d_ff=262_144, h=4_096,
+               max_positions=100_000)
+_MAX_PARAMETERS = 2**31
+
+
+def _check_config(config: dict):
+    "Raise a clear error, naming the field, unless `config` holds the fields of a `ModelConfig` it can build."
+    for name, limit in _LIMITS.items():
+        value = config[name]
+        if not is_int(value) or value < 1:
+            raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+        if value > limit:
+            raise ValueError(f"`{name}` must be at most {limit:,}, got {value:,}")
+    V, d, n = config["src_vocab"] + 2 * config["tgt_vocab"], config["d_model"], config["N"]
+    estimate = V * d + n * (12 * d * d + 4 * d * config["d_ff"])                # embeddings, output, layers
+    if estimate > _MAX_PARAMETERS:
+        raise ValueError(f"make_model would build about {estimate:,} parameters, more than this package builds "
+                         f"({_MAX_PARAMETERS:,}): reduce N, d_model, d_ff or the vocabularies")
+    for name in ("pre_norm", "learned_pos", "tie_weights", "share_embeddings", "bias"):
+        if not isinstance(config[name], bool):
+            raise ValueError(f"`{name}` must be True or False, got {config[name]!r}")
+    for name in ("final_norm", "generator_bias"):
+        if config.get(name) is not None and not isinstance(config[name], bool):
+            raise ValueError(f"`{name}` must be True, False or None, got {config[name]!r}")
+    for name in ("dropout", "attn_dropout", "ff_dropout"):
+        p = config.get(name)
+        if p is None and name != "dropout":
+            continue                                                   # None: the same as `dropout`
+        if not is_number(p) or not 0 <= p < 1:
+            raise ValueError(f"`{name}` must be a probability in [0, 1){'' if name == 'dropout' else ' or None'}, "
+                             f"got {p!r}")
+    check_heads(config["h"], config["d_model"])
+    pad, smallest = config["padding_idx"], min(config["src_vocab"], config["tgt_vocab"])
+    if pad is not None and (not is_int(pad) or not 0 <= pad < smallest):
+        raise ValueError(f"`padding_idx` must be None or a token id in [0, {smallest}), got {pad!r}")
+    if config["share_embeddings"] and config["src_vocab"] != config["tgt_vocab"]:
+        raise ValueError(f"share_embeddings=True needs one vocabulary for both sides, got "
+                         f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
 
 # %% ../nbs/04_model.ipynb #056a345c
 def count_parameters(model: EncoderDecoder) -> dict:

@@ -12,7 +12,7 @@ import torch
 from torch.optim.lr_scheduler import LambdaLR
 
 # %% auto #0
-__all__ = ['rate', 'noam_optimizer', 'linear_decay', 'linear_decay_optimizer']
+__all__ = ['rate', 'noam_optimizer', 'linear_decay_optimizer']
 
 # %% ../nbs/05_training.ipynb #2eefca61
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
@@ -22,12 +22,16 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
     return factor * (model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5))
 
 
-def noam_optimizer(model, factor: float = 1.0, warmup: int = 400):
+def noam_optimizer(model, factor: float = 1.0, warmup: int = 400, *, peak: float | None = None):
     """The paper's optimizer: Adam (β = 0.9, 0.98; ε = 1e-9) with the Noam schedule `rate` for the model's `d_model`.
-    The defaults, factor 1 and 400 warmup steps, suit this book's small runs (the paper warms up for 4,000)."""
+    The defaults, factor 1 and 400 warmup steps, suit this book's small runs (the paper warms up for 4,000). `peak`,
+    instead of `factor`: the highest rate, reached at step `warmup` (the factor is `peak * sqrt(d_model * warmup)`)."""
+    d_model = model.config.d_model
+    if peak is not None:
+        _check_rate(peak, "peak"), _check_warmup(warmup)
+        factor = peak * (d_model * warmup) ** 0.5
     _check_rate(factor, "factor")
     optimizer = _adam(model)
-    d_model = model.config.d_model
     return optimizer, LambdaLR(optimizer, lambda step: rate(step, d_model, factor, warmup))
 
 
@@ -52,7 +56,7 @@ def _adam(model):
 
 
 # %% ../nbs/05_training.ipynb #af162e54
-def linear_decay(step: int, peak: float, warmup: int, total: int) -> float:
+def _linear_decay(step: int, peak: float, warmup: int, total: int) -> float:
     """Warmup, then linear decay to zero: `peak * step / warmup` up to step `warmup`, then a straight line down to 0 at
     step `total`, and 0 after it (step 0 counts as 1, as in `rate`)."""
     _check_warmup(warmup)
@@ -65,8 +69,8 @@ def linear_decay(step: int, peak: float, warmup: int, total: int) -> float:
 
 
 def linear_decay_optimizer(model, peak: float, warmup: int, total: int):
-    """Adam with the paper's settings (β = 0.9, 0.98; ε = 1e-9) and the `linear_decay` schedule, for a run of `total`
+    """Adam with the paper's settings (β = 0.9, 0.98; ε = 1e-9) and the `_linear_decay` schedule, for a run of `total`
     optimizer steps."""
     _check_rate(peak, "peak")
     optimizer = _adam(model)
-    return optimizer, LambdaLR(optimizer, lambda step: linear_decay(step, peak, warmup, total))
+    return optimizer, LambdaLR(optimizer, lambda step: _linear_decay(step, peak, warmup, total))

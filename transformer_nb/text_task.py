@@ -10,7 +10,7 @@ from .fit import train, TrainResult
 
 
 # %% auto #0
-__all__ = ['train_text_task', 'exact_match']
+__all__ = ['train_text_task']
 
 # %% ../nbs/10_own_task.ipynb #1ec6872d
 def train_text_task(model, tokenizer, batches, epochs: int, **kwargs) -> TrainResult:
@@ -28,7 +28,7 @@ def train_text_task(model, tokenizer, batches, epochs: int, **kwargs) -> TrainRe
     return TrainResult(model, tokenizer, history)
 
 
-def exact_match(hypotheses: list[str], references: list[str]) -> float:
+def _exact_match(hypotheses: list[str], references: list[str]) -> float:
     "The fraction of `hypotheses` equal to their reference, character for character."
     if len(hypotheses) != len(references) or not hypotheses:
         raise ValueError(f"`hypotheses` and `references` must be non-empty and "

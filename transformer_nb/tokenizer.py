@@ -8,29 +8,28 @@ import heapq
 import re
 from collections import Counter, defaultdict
 
-import torch
 
-from ._checks import is_int
+from ._checks import is_int, python_number
 
 # %% auto #0
-__all__ = ['SPACE', 'pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer']
+__all__ = ['pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer']
 
 # %% ../nbs/08_translation.ipynb #aeaf6757
 _WORD = re.compile(r"\w+|[^\w\s]")
-SPACE = "\u2581"   # '▁' marks a word that follows a space, as in SentencePiece
+_SPACE = "\u2581"   # '▁' marks a word that follows a space, as in SentencePiece
 
 
 def pre_tokenize(text: str) -> list[str]:
     """Split `text` into words and punctuation marks; a `▁` prefix records a space before the word (the start counts as
     one)."""
     return [
-        (SPACE if m.start() == 0 or text[m.start() - 1].isspace() else "") + m.group() for m in _WORD.finditer(text)
+        (_SPACE if m.start() == 0 or text[m.start() - 1].isspace() else "") + m.group() for m in _WORD.finditer(text)
     ]
 
 
 def detokenize(pieces: list[str]) -> str:
     "Join pieces back into text: the inverse of `pre_tokenize` (runs of whitespace become one space)."
-    return "".join(pieces).replace(SPACE, " ").strip()
+    return "".join(pieces).replace(_SPACE, " ").strip()
 
 # %% ../nbs/08_translation.ipynb #7af6c453
 def _merge_word(word: list[str], pair: tuple[str, str], new: str) -> list[str]:
@@ -159,10 +158,13 @@ class Tokenizer:
         return [self.bos] * bos + ids + [self.eos] * eos
 
     def decode(self, ids) -> str:
-        "Text from token ids (a list or a 1-D tensor): stops at `</s>`, skips `<pad>` and `<s>`."
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else ids
+        "Text from token ids (a list, a 1-D tensor or NumPy array): stops at `</s>`, skips `<pad>` and `<s>`."
+        ids = ids.tolist() if hasattr(ids, "tolist") else ids              # a tensor or a NumPy array
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise TypeError(f"`ids` must be a list of token ids or a 1-D tensor, got {type(ids).__name__}")
+        ids = [python_number(i) for i in ids]                              # NumPy's integers (np.argmax's): Python's
         ok = lambda i: type(i) is int and 0 <= i < len(self)
-        bad = [ids] if isinstance(ids, (str, bytes)) else [i for i in ids if not ok(i)]
+        bad = [i for i in ids if not ok(i)]
         if bad:
             raise ValueError(f"`ids` must be token ids, integers in [0, {len(self)}), got {bad[0]!r}")
         out = []

@@ -13,20 +13,20 @@ import torch
 
 from .bleu import bleu
 from .checkpoint import read_checkpoint, CheckpointError
-from .data import encode_pairs, bucket_batches, bucket_count, check_pairs
+from .data import encode_pairs, bucket_batches, bucket_count
 from .epoch import run_epoch
-from .fit import train, TrainResult, saved_recipe, check_saved_model
+from .fit import train, TrainResult, saved_recipe
 from .loss import LabelSmoothing, SimpleLossCompute
 from .model import ModelConfig, make_model
 from .schedule import noam_optimizer, linear_decay_optimizer
 from .precision import resolve_precision
-from ._checks import check_recipe
+from ._checks import check_recipe, check_pairs
 from .tokenizer import Tokenizer
 from .decoding import BEAM_SIZE, LENGTH_PENALTY
 from .translator import translate, load_translator
 
 # %% auto #0
-__all__ = ['TranslationRecipe', 'train_translation', 'translation_optimizer', 'recipe_from_checkpoint', 'linear_end']
+__all__ = ['TranslationRecipe', 'train_translation']
 
 # %% ../nbs/08_translation.ipynb #887150f2
 @dataclass
@@ -66,6 +66,41 @@ class TranslationRecipe:
                            ff_dropout=self.ff_dropout, pre_norm=self.pre_norm, padding_idx=pad, tie_weights=True,
                            share_embeddings=True)
 
+    def optimizer(self, model, steps: int):
+        """Adam and the recipe's schedule for a run of `steps` optimizer steps: up to `lr` in `warmup` steps (at most a
+        quarter of the run, so that a short run still trains), then "linear" (down to zero at the last step) or
+        "noam" (the paper's, peaking at `lr`)."""
+        warmup = max(1, min(self.warmup, steps // 4))
+        if self.schedule == "noam":
+            return noam_optimizer(model, warmup=warmup, peak=self.lr)
+        return linear_decay_optimizer(model, self.lr, warmup, max(steps, warmup + 1))
+
+    @classmethod
+    def from_checkpoint(cls, path, data: str | None = None, **changes) -> "TranslationRecipe":
+        """The recipe a `train_translation(save=...)` checkpoint (a file, or a checkpoint `read_checkpoint` returned)
+        was trained with, `changes` applied; `data` (a `_fingerprint` of the training pairs): refuse a run that trained
+        on other pairs."""
+        ckpt = read_checkpoint(path, kind="translation")
+        path, extra = ckpt["path"], ckpt.get("extra") or {}
+        if "recipe" not in extra:
+            how = ("save_translator keeps the model and tokenizer only: load it with load_translator" if "tokenizer" in
+                   extra else "no recipe is saved in it: load it with model_from_checkpoint")
+            raise CheckpointError(path, f"a model without its training run ({how}); it cannot be resumed", ours=True)
+        if data is not None and extra.get("data", data) != data:
+            raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
+                                  f"{data}): resume with the same pairs, or start a new run", ours=True)
+        model = lambda recipe: recipe.model_config(Tokenizer.from_state_dict(extra["tokenizer"]))   # its tokenizer's
+        return saved_recipe(ckpt, cls, "translation", model if "tokenizer" in extra else None, **changes)
+
+    def linear_end(self, done: int, flag: str) -> str:
+        """Why a run of this recipe with the linear schedule, `done` epochs trained, resumes only to the epoch it
+        planned (its learning rate is zero there), and what is left to do. `flag` names the epochs the way the caller takes
+        them: `epochs=` for a function, `--epochs` and a space for the command line."""
+        end = f"decays its learning rate to zero at the end of epoch {self.epochs}"
+        if done < self.epochs:
+            return f"{end}; resume it with {flag}{self.epochs}"
+        return f"{end}, where it stopped: start a new run planned for more epochs"
+
 
 def train_translation(
     recipe: TranslationRecipe,
@@ -98,13 +133,13 @@ def train_translation(
     data, planned = _fingerprint(train_pairs), recipe.epochs
     if resume is not None:
         resume = read_checkpoint(resume, kind="translation")           # read and checked once
-        saved = recipe_from_checkpoint(resume, data)
+        saved = TranslationRecipe.from_checkpoint(resume, data)
         recipe, planned = dataclasses.replace(saved, epochs=recipe.epochs, device=recipe.device,
                                               precision=recipe.precision), saved.epochs
         if saved.schedule == "linear" and recipe.epochs != saved.epochs:
-            raise ValueError(f"`epochs`: the run in {resume['path']} {linear_end(resume, saved, 'epochs=')}")
+            done = len((resume.get("extra") or {}).get("history") or [])
+            raise ValueError(f"`epochs`: the run in {resume['path']} {saved.linear_end(done, 'epochs=')}")
         model, tokenizer, _ = load_translator(resume, recipe.device)
-        check_saved_model(resume["path"], model.config, recipe.model_config(tokenizer))
     else:
         model, tokenizer = _new_model(recipe, train_pairs, tokenizer)
     model.to(recipe.device)
@@ -125,7 +160,7 @@ def train_translation(
         return dict(val_loss=val_loss, val_bleu=bleu(hypotheses, [en for _, en in sample]).score)
 
     steps = planned * bucket_count(train_examples, recipe.max_tokens)     # the schedule of the run as planned
-    optimizer, scheduler = translation_optimizer(model, recipe, steps)
+    optimizer, scheduler = recipe.optimizer(model, steps)
     ema = max(0.0, min(recipe.ema, 1 - 4 / steps))                         # an average over at most a quarter of it
     history = train(batches, model, loss_compute, optimizer, scheduler, epochs=recipe.epochs, evaluate=evaluate,
                     on_epoch=on_epoch, save=save, resume=resume, kind="translation", progress=progress, world=world,
@@ -134,53 +169,12 @@ def train_translation(
     return TrainResult(model, tokenizer, history)
 
 
-def translation_optimizer(model, recipe: TranslationRecipe, steps: int):
-    """Adam and the recipe's schedule for a run of `steps` optimizer steps: up to `recipe.lr` in `recipe.warmup` steps
-    (at most a quarter of the run, so that a short run still trains), then "linear" (down to zero at the last step) or
-    "noam" (the paper's, with the factor that peaks at `recipe.lr`)."""
-    if recipe.schedule not in ("linear", "noam"):
-        raise ValueError(f"`schedule` must be 'linear' or 'noam', got {recipe.schedule!r}")
-    warmup = max(1, min(recipe.warmup, steps // 4))
-    if recipe.schedule == "noam":
-        return noam_optimizer(model, recipe.lr * (model.config.d_model * warmup) ** 0.5, warmup)
-    return linear_decay_optimizer(model, recipe.lr, warmup, max(steps, warmup + 1))
-
-
 def _new_model(recipe: TranslationRecipe, train_pairs, tokenizer):
     "A new model for `recipe` (and the tokenizer, learned from `train_pairs` unless given)."
     torch.manual_seed(recipe.seed)
     if tokenizer is None:
         tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], recipe.vocab)
     return make_model(recipe.model_config(tokenizer)), tokenizer
-
-
-def recipe_from_checkpoint(path, data: str | None = None, **changes) -> TranslationRecipe:
-    """The `TranslationRecipe` a `train_translation(save=...)` checkpoint (a file, or a checkpoint `read_checkpoint`
-    returned) was trained with, with `changes` applied; `data` (a `_fingerprint` of the training pairs): refuse a run
-    that trained on other pairs."""
-    ckpt = read_checkpoint(path, kind="translation")
-    path, extra = ckpt["path"], ckpt.get("extra") or {}
-    if "recipe" not in extra and "tokenizer" in extra:
-        raise CheckpointError(path, "a translator without its training run (save_translator keeps the model and "
-                              "tokenizer only): load it with load_translator; it cannot be resumed", ours=True)
-    if "recipe" not in extra:
-        raise CheckpointError(path, "a model without its training run or tokenizer (no recipe is saved in it): "
-                              "load it with model_from_checkpoint; it cannot be resumed", ours=True)
-    if data is not None and extra.get("data", data) != data:
-        raise CheckpointError(path, f"its run trained on other data ({extra['data']}; `train_pairs` now: "
-                              f"{data}): resume with the same pairs, or start a new run", ours=True)
-    return saved_recipe(ckpt, TranslationRecipe, "translation", **changes)
-
-
-def linear_end(path, saved: TranslationRecipe, flag: str) -> str:
-    """Why a run with the linear schedule resumes only to the epoch it planned (its learning rate is zero there), and
-    what is left to do. `path`: the run's checkpoint (a file, or read already); `flag` names the epochs the way the
-    caller takes them: `epochs=` for a function, `--epochs` and a space for the command line."""
-    done = len((read_checkpoint(path)["extra"] or {}).get("history") or [])
-    end = f"decays its learning rate to zero at the end of epoch {saved.epochs}"
-    if done < saved.epochs:
-        return f"{end}; resume it with {flag}{saved.epochs}"
-    return f"{end}, where it stopped: start a new run planned for more epochs"
 
 
 def _fingerprint(pairs) -> str:

@@ -16,7 +16,7 @@ from .files import check_save_path
 from .decoding import greedy_decode, beam_search, BEAM_SIZE, LENGTH_PENALTY
 from .embedding import max_positions
 from .masks import padding_mask
-from .tokenizer import Tokenizer, SPACE
+from .tokenizer import Tokenizer
 from ._checks import is_int
 from .precision import without_cudnn_attention
 
@@ -35,8 +35,11 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
     order.
     Sentences are decoded in batches of similar length, each output at most the batch's longest input + 50 tokens.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    if isinstance(sentences, str):
-        raise TypeError("`sentences` must be a list of strings, got a single string: wrap it in a list")
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError("`sentences` must be a list of strings, got " + ("a single string: wrap it in a list" if
+                        isinstance(sentences, str) else "bytes: decode them to a string, in a list"))
+    if not hasattr(sentences, "__iter__"):
+        raise TypeError(f"`sentences` must be a list of strings, got {type(sentences).__name__}")
     sentences = list(sentences)                                         # a generator is read once, here
     if not is_int(batch_size) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
@@ -52,7 +55,7 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
             raise ValueError(f"sentence {n + 1} ({s!r}) is empty, not a string or holds control characters")
     ids = [tokenizer.encode(s, True, True) for s in sentences]
     for n, x in enumerate(ids):                                         # only <unk> and word boundaries (▁)
-        if all(t == tokenizer.unk or tokenizer.id_to_piece[t] == SPACE for t in x[1:-1]):
+        if not tokenizer.decode([t for t in x[1:-1] if t != tokenizer.unk]):   # unknown pieces and spaces only
             raise ValueError(f"sentence {n + 1} ({sentences[n]!r}) holds no character the tokenizer knows")
     for n, x in enumerate(ids):
         if limit is not None and len(x) > limit:

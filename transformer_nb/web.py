@@ -22,11 +22,10 @@ from .tokenizer import Tokenizer
 from .translator import EXTRA_TOKENS
 
 # %% auto #0
-__all__ = ['DTYPES', 'FORMAT', 'ALIGN', 'quantize_int8', 'dequantize_int8', 'browser_tensor', 'dequantized_model', 'model_config',
-           'weights_object', 'export_weights']
+__all__ = ['dequantized_model', 'export_weights']
 
 # %% ../nbs/14_browser.ipynb #9129c76f
-def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Symmetric int8 with one scale per row: `w` (out, in) -> `(q, scale)`, q int8 (out, in) and scale float32 (out,),
     with w ≈ q * scale. A row of zeros (such as an untied model's `<pad>` embedding) gets scale 0 and q 0."""
     w = w.detach().float()
@@ -36,23 +35,23 @@ def quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
-def dequantize_int8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def _dequantize_int8(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     "What the browser computes when it loads the weights: `float32(q) * scale`, one float32 product per weight."
     return q.float() * scale.unsqueeze(1)
 
 # %% ../nbs/14_browser.ipynb #15064632
-DTYPES = ("int8", "float16")
+_DTYPES = ("int8", "float16")
 
 
-def browser_tensor(p: torch.Tensor, dtype: str) -> torch.Tensor:
+def _browser_tensor(p: torch.Tensor, dtype: str) -> torch.Tensor:
     """The float32 tensor the browser holds for parameter `p` stored in `dtype`: matrices (2-D) are stored in `dtype`,
     vectors (biases, LayerNorm) in float32."""
     p = p.detach().float()
-    if dtype not in (*DTYPES, "float32"):
-        raise ValueError(f"`dtype` must be one of {', '.join(DTYPES)} or float32, got {dtype!r}")
+    if dtype not in (*_DTYPES, "float32"):
+        raise ValueError(f"`dtype` must be one of {', '.join(_DTYPES)} or float32, got {dtype!r}")
     if p.dim() != 2 or dtype == "float32":
         return p.clone()
-    return dequantize_int8(*quantize_int8(p)) if dtype == "int8" else p.half().float()
+    return _dequantize_int8(*_quantize_int8(p)) if dtype == "int8" else p.half().float()
 
 
 @torch.no_grad()
@@ -61,17 +60,17 @@ def dequantized_model(model, dtype: str):
     weights are stored in `dtype`: what its translations and BLEU are measured on. Tied parameters stay tied."""
     out = copy.deepcopy(model).eval()                                   # deepcopy keeps shared Parameters shared
     for p in out.parameters():                                          # each shared Parameter once
-        p.copy_(browser_tensor(p, dtype))
+        p.copy_(_browser_tensor(p, dtype))
     return out
 
 # %% ../nbs/14_browser.ipynb #16f4df6e
 #| code-fold: true
 #| code-summary: "Show the code (the weights script: an index of tensors and their bytes in base64)"
-FORMAT = "transformer_nb-web-2"
-ALIGN = 8                      # every array starts at a multiple of 8 bytes, so JavaScript can view it as typed
+_FORMAT = "transformer_nb-web-2"
+_ALIGN = 8                      # every array starts at a multiple of 8 bytes, so JavaScript can view it as typed
 
 
-def model_config(model) -> dict:
+def _browser_config(model) -> dict:
     "The sizes and switches engine.js rebuilds the model from, read from the modules themselves."
     layer, cfg = model.encoder.layers[0], model.config
     eps = {m.eps for m in model.modules() if isinstance(m, LayerNorm)}
@@ -86,18 +85,18 @@ def model_config(model) -> dict:
 
 def _append(parts: list, size: int, array: np.ndarray) -> tuple[int, int]:
     "Append `array`'s little-endian bytes at the next aligned offset; returns (its offset, the new size)."
-    pad = -size % ALIGN
+    pad = -size % _ALIGN
     raw = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<")).tobytes()
     parts += [b"\0" * pad, raw]
     return size + pad, size + pad + len(raw)
 
 
-def weights_object(model, tokenizer: Tokenizer, dtype: str = "int8") -> dict:
+def _weights_object(model, tokenizer: Tokenizer, dtype: str = "int8") -> dict:
     """What the weights script assigns: the config, the tokenizer, `translate`'s decoding defaults, an index of the
     tensors (name, shape, storage dtype, byte offset; int8 also the offset of its row scales), the names of tied
     tensors, and the bytes in base64."""
-    if dtype not in DTYPES:
-        raise ValueError(f"`dtype` must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype not in _DTYPES:
+        raise ValueError(f"`dtype` must be one of {', '.join(_DTYPES)}, got {dtype!r}")
     parts, size, tensors, aliases, first = [], 0, [], {}, {}
     for name, p in model.named_parameters(remove_duplicate=False):     # every name, tied ones included
         if id(p) in first:                                              # tied to an earlier name: stored once
@@ -106,7 +105,7 @@ def weights_object(model, tokenizer: Tokenizer, dtype: str = "int8") -> dict:
         first[id(p)] = name
         entry, w = {"name": name, "shape": list(p.shape)}, p.detach().float()
         if w.dim() == 2 and dtype == "int8":
-            q, scale = quantize_int8(w)
+            q, scale = _quantize_int8(w)
             offset, size = _append(parts, size, q.numpy())
             scales, size = _append(parts, size, scale.numpy())
             entry.update(dtype="int8", offset=offset, scales=scales)
@@ -118,7 +117,7 @@ def weights_object(model, tokenizer: Tokenizer, dtype: str = "int8") -> dict:
     specials = dict(specials=Tokenizer.specials, pad=tokenizer.pad, bos=tokenizer.bos, eos=tokenizer.eos,
                     unk=tokenizer.unk)
     decoding = dict(beam_size=BEAM_SIZE, length_penalty=LENGTH_PENALTY, extra_tokens=EXTRA_TOKENS)
-    return dict(format=FORMAT, dtype=dtype, config=model_config(model), decoding=decoding,
+    return dict(format=_FORMAT, dtype=dtype, config=_browser_config(model), decoding=decoding,
                 tokenizer={**tokenizer.state_dict(), **specials}, tensors=tensors, aliases=aliases,
                 data=base64.b64encode(b"".join(parts)).decode("ascii"))
 
@@ -127,7 +126,7 @@ def export_weights(path, model, tokenizer: Tokenizer, dtype: str = "int8") -> Pa
     """Write `path`, a classic script setting `window.transformerNbWeights` to the model's weights stored in `dtype`
     ("int8" or "float16"), atomically. A page loads it with a `<script>` tag, which also works from `file://`. The path
     comes first, as in `save_checkpoint` and `save_translator`."""
-    obj = weights_object(model, tokenizer, dtype)
+    obj = _weights_object(model, tokenizer, dtype)
     data = obj.pop("data")
     head = json.dumps(obj, ensure_ascii=True, separators=(",", ":"))   # ASCII: no question of the page's charset
     text = (f"// transformer_nb weights ({dtype}): transformerNb.createTranslator(window.transformerNbWeights)\n"

@@ -13,7 +13,7 @@ from playwright.sync_api import sync_playwright
 from transformer_nb.web import dequantized_model
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, _source, _max_length
 from test_parity import CHROMIUM_ARGS, Page, js_translate
-from transformer_nb.decoding import init_cache, next_log_probs
+from transformer_nb.decoding import _init_cache, _next_log_probs
 
 
 @torch.no_grad()
@@ -21,9 +21,9 @@ def greedy_margins(model, tokenizer, sentence):
     "The gap top-1 minus top-2 log-probability at every greedy step."
     ids, src, mask = _source(tokenizer, sentence)
     length = _max_length(model, len(ids))
-    memory, cache, ys, gaps = model.encode(src, mask), init_cache(model, length), torch.tensor([[tokenizer.bos]]), []
+    memory, cache, ys, gaps = model.encode(src, mask), _init_cache(model, length), torch.tensor([[tokenizer.bos]]), []
     for _ in range(length - 1):
-        top = next_log_probs(model, memory, mask, ys, cache)[0].topk(2)
+        top = _next_log_probs(model, memory, mask, ys, cache)[0].topk(2)
         gaps.append(float(top.values[0] - top.values[1]))
         ys = torch.cat([ys, top.indices[:1].view(1, 1)], dim=1)
         if int(top.indices[0]) == tokenizer.eos:

@@ -5,7 +5,7 @@ the weights the engine loads. No browser is needed.
 
 Written into web/build/: `weights-int8.js` (the shipped translator, or $TRANSFORMER_NB_CKPT, in int8), a small random
 model of the other architecture switches (`variant-pre_norm-no_bias-untied.js`) and `node-fixtures.json`:
-- `format`, `decoding`: `transformer_nb.web.FORMAT` and the decoding defaults the weights carry;
+- `format`, `decoding`: `transformer_nb.web._FORMAT` and the decoding defaults the weights carry;
 - `tokenizer`: every Multi30k validation sentence, German and English, with its ids (between <s> and </s>) and
   the text `decode` makes of them;
 - `sentences`: test sentences with PyTorch's greedy tokens and their attention maps (per kind, layer and head), and
@@ -25,7 +25,7 @@ from reference import HERE, load_model, multi30k, random_model, torch_beam, torc
 from transformer_nb.decoding import BEAM_SIZE, LENGTH_PENALTY
 from transformer_nb.files import atomic_write
 from transformer_nb.translator import EXTRA_TOKENS
-from transformer_nb.web import FORMAT, dequantized_model, export_weights
+from transformer_nb.web import _FORMAT, dequantized_model, export_weights
 
 BUILD = HERE / "build"
 FIXTURES = BUILD / "node-fixtures.json"
@@ -63,7 +63,7 @@ def write_fixtures(folder: Path = BUILD) -> Path:
     export_weights(folder / "variant-pre_norm-no_bias-untied.js", variant, variant_tokenizer, "int8")
     val = [s for pair in multi30k("val") for s in pair]
     fixtures = {
-        "format": FORMAT,
+        "format": _FORMAT,
         "decoding": dict(beam_size=BEAM_SIZE, length_penalty=LENGTH_PENALTY, extra_tokens=EXTRA_TOKENS),
         "tokenizer": [[s, ids, tokenizer.decode(ids)] for s in val for ids in [tokenizer.encode(s, True, True)]],
         "sentences": _answers(dequantized_model(model, "int8"), tokenizer, node_sentences(), BEAMS),

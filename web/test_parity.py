@@ -31,7 +31,7 @@ import pytest
 import torch
 from playwright.sync_api import expect, sync_playwright
 
-from transformer_nb.web import DTYPES, dequantized_model, export_weights
+from transformer_nb.web import _DTYPES, dequantized_model, export_weights
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, torch_maps
 from transformer_nb.embedding import sinusoidal_encoding
 
@@ -56,7 +56,7 @@ def parity_sentences() -> list[str]:
 def model_and_tokenizer():
     model, tokenizer, description = load_model()
     print(f"\nparity model: {description}", file=sys.stderr)
-    for dtype in DTYPES:                                    # the weights scripts the pages load
+    for dtype in _DTYPES:                                    # the weights scripts the pages load
         export_weights(BUILD / f"weights-{dtype}.js", model, tokenizer, dtype)
     return model, tokenizer
 
@@ -80,7 +80,7 @@ class Reference:
 
 @pytest.fixture(scope="session")
 def references(model_and_tokenizer):
-    return {dtype: Reference(*model_and_tokenizer, dtype) for dtype in DTYPES}
+    return {dtype: Reference(*model_and_tokenizer, dtype) for dtype in _DTYPES}
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -132,7 +132,7 @@ def open_page(browser, base: str, dtype: str) -> Page:
     return p
 
 
-@pytest.fixture(scope="module", params=DTYPES, ids=lambda d: f"http-{d}")
+@pytest.fixture(scope="module", params=_DTYPES, ids=lambda d: f"http-{d}")
 def page(request, browser, http_root, model_and_tokenizer):
     p = open_page(browser, http_root, request.param)
     yield p
@@ -329,7 +329,7 @@ def test_other_architectures(browser, variant):
     page.page.close()
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", _DTYPES)
 def test_the_page_opened_from_a_file_translates_the_same(browser, references, dtype):
     "Opened from file:// (no server): the weights load, and greedy and beam-5 tokens equal PyTorch's; no errors."
     page = open_page(browser, HERE.as_uri() + "/", dtype)
