@@ -12,8 +12,8 @@ __all__ = ['bleu']
 # %% ../nbs/08_translation.ipynb #8b141ed5
 def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bootstrap: int = 1):
     """Corpus BLEU by sacreBLEU, `.score` 0-100. By default sacreBLEU's standard settings on detokenized text (cased,
-    its 13a tokenization): the score to report, with sacreBLEU's signature. `moses=True`: the way published Multi30k tables
-    score, comparable with them: both sides lowercased, punctuation-normalized and tokenized by the Moses tokenizer
+    its 13a tokenization): the score to report, with sacreBLEU's signature. `moses=True`: the way published Multi30k
+    tables score, comparable with them: both sides lowercased, punctuation-normalized and tokenized by the Moses tokenizer
     (sacremoses, with its escaping), then BLEU on those tokens as they are. `n_bootstrap` > 1: also a 95% confidence
     interval from that many bootstrap resamples of the sentences (sacreBLEU's; printed as `μ = mean ± half-width`)."""
     for name, texts in (("hypotheses", hypotheses), ("references", references)):

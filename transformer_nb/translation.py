@@ -94,8 +94,8 @@ class TranslationRecipe:
 
     def linear_end(self, done: int, flag: str) -> str:
         """Why a run of this recipe with the linear schedule, `done` epochs trained, resumes only to the epoch it
-        planned (its learning rate is zero there), and what is left to do. `flag` names the epochs the way the caller takes
-        them: `epochs=` for a function, `--epochs` and a space for the command line."""
+        planned (its learning rate is zero there), and what is left to do. `flag` names the epochs the way the caller
+        takes them: `epochs=` for a function, `--epochs` and a space for the command line."""
         end = f"decays its learning rate to zero at the end of epoch {self.epochs}"
         if done < self.epochs:
             return f"{end}; resume it with {flag}{self.epochs}"
