@@ -15,8 +15,8 @@ def bleu(hypotheses: list[str], references: list[str], moses: bool = False, n_bo
     its 13a tokenization): the score to report, with sacreBLEU's signature. `moses=True`: the way published Multi30k
     tables score, comparable with them: both sides lowercased, punctuation-normalized and tokenized by the Moses
     tokenizer (sacremoses, with its escaping), then BLEU on those tokens as they are. `n_bootstrap` > 1: also a 95%
-    confidence interval from that many bootstrap resamples of the sentences (sacreBLEU's; printed as `μ = mean ± half-
-    width`)."""
+    confidence interval from that many bootstrap resamples of the sentences (sacreBLEU's; printed as
+    `μ = mean ± half-width`)."""
     for name, texts in (("hypotheses", hypotheses), ("references", references)):
         if isinstance(texts, (str, bytes)):
             raise TypeError(f"`{name}` must be a list of sentences, got a single string: wrap it in a list")
