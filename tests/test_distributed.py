@@ -139,11 +139,11 @@ def test_the_batch_fingerprint_tells_order_rows_and_targets_apart():
     "What World.shard compares between processes: equal for equal batches, different for any reordering or change."
     from transformer_nb.batch import Batch
     from transformer_nb.copy_task import CopyRecipe
-    from transformer_nb.distributed import _fingerprint
+    from transformer_nb.distributed import _checksum
     a, b = CopyRecipe(batch_size=4).batches(1)[:2]
     swapped_rows = Batch(a.src.flip(0), a.tgt.flip(0))
     other_target = Batch(a.src, a.tgt.roll(1, dims=1))
-    assert _fingerprint([a, b]) == _fingerprint(CopyRecipe(batch_size=4).batches(1)[:2])
-    assert len({_fingerprint(x) for x in ([a, b], [b, a], [swapped_rows, b], [other_target, b])}) == 4
+    assert _checksum([a, b]) == _checksum(CopyRecipe(batch_size=4).batches(1)[:2])
+    assert len({_checksum(x) for x in ([a, b], [b, a], [swapped_rows, b], [other_target, b])}) == 4
     rows = torch.tensor([[1, 3, 4, 5, 2, 0], [1, 5, 4, 3, 2, 0]])           # two rows of equal sums, swapped
-    assert _fingerprint([Batch(rows, rows)]) != _fingerprint([Batch(rows.flip(0), rows.flip(0))])
+    assert _checksum([Batch(rows, rows)]) != _checksum([Batch(rows.flip(0), rows.flip(0))])

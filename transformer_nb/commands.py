@@ -22,7 +22,7 @@ from .decoding import greedy_decode
 from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
-from .model import ModelConfig, make_model, parameter_table
+from .model import ModelConfig, make_model, count_parameters
 from .translation import TranslationRecipe, train_translation
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
@@ -62,7 +62,7 @@ def _summary_command(a: argparse.Namespace) -> int:
     "`transformer-nb summary`: build the model the options describe and print its parameter table."
     model = make_model(_check_model(**{f.name: getattr(a, f.name) for f in fields(ModelConfig) if hasattr(a, f.name)}))
     print(", ".join(f"{k}={v}" for k, v in asdict(model.config).items()))
-    print(parameter_table(model))
+    print(count_parameters(model, table=True))
     return 0
 
 

@@ -5,13 +5,11 @@
 # %% ../nbs/06_decoding.ipynb #1dfcafe0
 from __future__ import annotations
 
-import contextlib
-
 import torch
-from torch import nn
 
 from .embedding import max_positions
 from .masks import keep_to_additive
+from .model import evaluating
 from .precision import autocast
 from ._checks import is_int, is_number, check_decode_args, check_symbols
 
@@ -30,7 +28,7 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
     fill = padding_idx if padding_idx is not None else end_symbol
     if src.size(0) == 0:                                               # an empty batch: nothing to decode
         return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
-    with _eval_mode(model), autocast(precision, src.device):
+    with evaluating(model), autocast(precision, src.device):
         memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), checked once
         ys = torch.full((src.size(0), max_length), start_symbol, dtype=torch.long, device=src.device)
         finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
@@ -56,17 +54,6 @@ def _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fi
     ys[:, t] = tok
 
 # %% ../nbs/06_decoding.ipynb #3d5d5a38
-@contextlib.contextmanager
-def _eval_mode(model: nn.Module):
-    "Run `model` in eval mode inside the block, then restore its training flag."
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 def _stop_interval(device: torch.device) -> int:
     """How often, in steps, the decoders ask whether they may stop: each step on a CPU (the answer is at hand), every
     8 steps on a GPU, which must finish its queued work before the host can read the answer."""
@@ -172,7 +159,7 @@ def beam_search(
         empty = torch.full((0, 1), start_symbol, dtype=torch.long, device=dev)
         return (empty, torch.zeros(0, device=dev)) if return_scores else empty
     fill = padding_idx if padding_idx is not None else end_symbol
-    with _eval_mode(model), autocast(precision, dev):
+    with evaluating(model), autocast(precision, dev):
         memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
         if src_mask is not None:
             src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)

@@ -46,11 +46,9 @@ class _GlobalLoss:
     is their sum."""
     def __init__(self, loss_compute, world):
         self.loss_compute, self.world = loss_compute, world
-        self.takes_rows = "rows" in inspect.signature(loss_compute).parameters
 
     def __call__(self, x, y, norm, rows=None):
-        given = {"rows": rows} if self.takes_rows else {}
-        loss, loss_node = self.loss_compute(x, y, norm, **given)        # this part: summed loss, and sum / whole count
+        loss, loss_node = self.loss_compute(x, y, norm, rows=rows)     # this part: summed loss, and sum / whole count
         total = torch.as_tensor(loss, dtype=torch.float64, device=self.world.device).reshape(1).clone()
         dist.all_reduce(total)                                         # every part's summed loss
         return total[0], loss_node * self.world.size                   # a tensor: read when the loop logs
@@ -111,7 +109,7 @@ class World(SingleProcess):
         """This process's part of every batch, each carrying the whole batch's `ntokens` and `nsamples` (summed over
         the processes in one all-reduce per epoch). Refuses batches that differ between processes."""
         parts = [shard_batch(b, self.rank, self.size) for b in batches]
-        check = torch.tensor([len(parts), _fingerprint(batches)], dtype=torch.float64, device=self.device)
+        check = torch.tensor([len(parts), _checksum(batches)], dtype=torch.float64, device=self.device)
         high, low = check.clone(), -check
         dist.all_reduce(high, op=dist.ReduceOp.MAX)
         dist.all_reduce(low, op=dist.ReduceOp.MAX)
@@ -145,7 +143,7 @@ def _buffer_sync_argument(ddp=DistributedDataParallel) -> str:
 _NO_BUFFER_SYNC = _buffer_sync_argument()
 
 
-def _fingerprint(batches) -> float:
+def _checksum(batches) -> float:
     """A number that differs, in practice, when two processes hold different batches, or the same ones in another order
     or with their rows in another order: every token times a pseudo-random weight of its position, batch after batch
     (a weight that grew with the position would miss two rows of equal sums swapped)."""

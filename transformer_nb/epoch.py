@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import itertools
 import math
 import os
@@ -28,7 +27,9 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
               progress: bool | None = None, total: int | None = None, precision: str = "fp32"):
     """One pass over `data_iter` (of `Batch` objects); returns `(loss per token, train_state)`. In train mode, one
     optimizer step per `accum_iter` batches, on the gradient of their summed loss over their label tokens.
-    `precision`: "fp32", or "bf16" for bfloat16 autocast ("auto": bf16 where the hardware has it; appendix 13)."""
+    `loss_compute(x, y, norm, rows=...)` returns the summed loss and the loss to differentiate (as `SimpleLossCompute`
+    does); `rows` is the batch's `Batch.rows`. `precision`: "fp32", or "bf16" for bfloat16 autocast ("auto": bf16 where
+    the hardware has it; appendix 13)."""
     if mode not in ("train", "eval"):
         raise ValueError(f"`mode` must be 'train' or 'eval', got {mode!r}")
     train = mode == "train"
@@ -39,7 +40,6 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
     train_state = train_state if train_state is not None else TrainState()
     device = next(model.parameters()).device
     cast = autocast(precision, device)                                 # the same context for every batch
-    takes_rows = "rows" in inspect.signature(loss_compute).parameters  # a loss that takes Batch.rows gets them
     model.train(train)
     total = total if total is not None else (len(data_iter) if hasattr(data_iter, "__len__") else None)
     bar = tqdm(total=total, disable=not _show_progress(progress), leave=False, unit="batch", desc=mode)
@@ -52,8 +52,8 @@ def run_epoch(data_iter, model, loss_compute, optimizer=None, scheduler=None, mo
                 with _no_sync(model, train and j < len(window) - 1):     # several processes: sync at the last
                     with cast:                                           # forward and loss; backward outside
                         out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
-                        rows = {"rows": getattr(batch, "rows", None)} if takes_rows else {}
-                        loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens, **rows)
+                        rows = getattr(batch, "rows", None)              # the labels' places (Batch.rows)
+                        loss, loss_node = loss_compute(out, batch.tgt_y, batch.ntokens, rows=rows)
                     if train:                                            # weight: the batch's share of the tokens
                         (loss_node * (batch.ntokens / max(window_tokens, 1))).backward()
                 window_loss = window_loss + loss                         # a tensor: it stays on the device

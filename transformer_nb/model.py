@@ -5,6 +5,7 @@
 # %% ../nbs/04_model.ipynb #6991d09b
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 from dataclasses import KW_ONLY, asdict, dataclass
@@ -18,7 +19,7 @@ from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encode
 from ._checks import is_int, is_number, check_heads, check_source, check_target
 
 # %% auto #0
-__all__ = ['EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'count_parameters', 'parameter_table', 'attention_maps']
+__all__ = ['EncoderDecoder', 'Generator', 'ModelConfig', 'make_model', 'count_parameters', 'evaluating', 'attention_maps']
 
 # %% ../nbs/04_model.ipynb #ce53840c
 class EncoderDecoder(nn.Module):
@@ -185,9 +186,9 @@ def _check_config(config: dict):
                          f"src_vocab={config['src_vocab']} and tgt_vocab={config['tgt_vocab']}")
 
 # %% ../nbs/04_model.ipynb #056a345c
-def count_parameters(model: EncoderDecoder) -> dict:
+def count_parameters(model: EncoderDecoder, table: bool = False) -> dict | str:
     """Number of parameters per part of `model` (a tensor shared between parts is counted once, in the first), and the
-    total."""
+    total; with `table=True`, as a plain-text table with each part's share."""
     seen, counts = set(), {}
     for part in ("src_embed", "encoder", "tgt_embed", "decoder", "generator"):
         n = 0
@@ -196,31 +197,36 @@ def count_parameters(model: EncoderDecoder) -> dict:
                 seen.add(id(p)); n += p.numel()
         counts[part] = n
     counts["total"] = sum(counts.values())
-    return counts
-
-
-def parameter_table(model: EncoderDecoder) -> str:
-    "A plain-text table of `count_parameters(model)`."
-    counts = count_parameters(model)
-    lines = [f"{'part':<12}{'parameters':>14}{'share':>8}"]
-    for part, n in counts.items():
-        lines.append(f"{part:<12}{n:>14,}{n / counts['total']:>8.1%}")
-    return "\n".join(lines)
+    if not table:
+        return counts
+    rows = [f"{part:<12}{n:>14,}{n / counts['total']:>8.1%}" for part, n in counts.items()]
+    return "\n".join([f"{'part':<12}{'parameters':>14}{'share':>8}", *rows])
 
 # %% ../nbs/04_model.ipynb #4990d555
+@contextlib.contextmanager
+def evaluating(model: nn.Module):
+    "Run `model` in eval mode (no dropout) inside the block, then restore its training flag."
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def attention_maps(model: EncoderDecoder, src, tgt, src_mask, tgt_mask) -> dict:
     """The attention weights of every layer from one forward pass in eval mode (no dropout): a dict with lists
     `"encoder"`, `"decoder_self"` and `"cross"`, one `(batch, h, len_q, len_k)` tensor per layer."""
     modules = [m for m in model.modules() if isinstance(m, MultiHeadedAttention)]
-    flags, was_training = [m.store_weights for m in modules], model.training
+    flags = [m.store_weights for m in modules]
     store_attention_weights(model)
     try:
-        model.eval()(src, tgt, src_mask, tgt_mask)
+        with evaluating(model):
+            model(src, tgt, src_mask, tgt_mask)
         return {"encoder": [layer.self_attn.attn for layer in model.encoder.layers],
                 "decoder_self": [layer.self_attn.attn for layer in model.decoder.layers],
                 "cross": [layer.src_attn.attn for layer in model.decoder.layers]}
-    finally:                                       # leave the model as it was
-        model.train(was_training)
+    finally:                                       # leave the modules as they were
         for m, flag in zip(modules, flags):
             m.store_weights = flag

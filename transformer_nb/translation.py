@@ -78,7 +78,7 @@ class TranslationRecipe:
     @classmethod
     def from_checkpoint(cls, path, data: str | None = None, **changes) -> "TranslationRecipe":
         """The recipe a `train_translation(save=...)` checkpoint (a file, or a checkpoint `read_checkpoint` returned)
-        was trained with, `changes` applied; `data` (a `_fingerprint` of the training pairs): refuse a run that trained
+        was trained with, `changes` applied; `data` (a `_data_id` of the training pairs): refuse a run that trained
         on other pairs."""
         ckpt = read_checkpoint(path, kind="translation")
         path, extra = ckpt["path"], ckpt.get("extra") or {}
@@ -130,7 +130,7 @@ def train_translation(
     if not train_pairs or not val_pairs:
         raise ValueError(f"`{'train_pairs' if not train_pairs else 'val_pairs'}` is empty: nothing to "
                          f"{'train on' if not train_pairs else 'measure the validation loss on'}")
-    data, planned = _fingerprint(train_pairs), recipe.epochs
+    data, planned = _data_id(train_pairs), recipe.epochs
     if resume is not None:
         resume = read_checkpoint(resume, kind="translation")           # read and checked once
         saved = TranslationRecipe.from_checkpoint(resume, data)
@@ -177,7 +177,7 @@ def _new_model(recipe: TranslationRecipe, train_pairs, tokenizer):
     return make_model(recipe.model_config(tokenizer)), tokenizer
 
 
-def _fingerprint(pairs) -> str:
+def _data_id(pairs) -> str:
     "How many sentence pairs, and a short hash of their text: enough to tell two training sets apart."
     digest = hashlib.sha256("\n".join(f"{a}\t{b}" for a, b in pairs).encode()).hexdigest()
     return f"{len(pairs)} pairs, sha256 {digest[:12]}"
