@@ -1,5 +1,5 @@
 """Data parallelism on this CPU: 2 processes x 1 thread (torchrun, gloo) against 1 process x 2 threads, training on
-the same batches with appendix 12's `train`. Runs alternate; the script prints each run's training speed (label tokens
+the same batches with appendix 11's `train`. Runs alternate; the script prints each run's training speed (label tokens
 per second, the first epoch left out as warm-up) and the median ratio.
 
     python bench/distributed.py                      # the copy task, then a translation-sized model

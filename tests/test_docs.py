@@ -85,6 +85,7 @@ def test_sidebar_numbers_chapters_and_download_links():
     appendices = nav[nav.index(">Appendices<"):nav.index(">Reference<")]
     assert "interop.html" in appendices and "cli.html" in appendices and "attention.html" not in appendices
     assert "translation.html" in chapters and "own_task.html" in chapters and "fit.html" not in chapters
+    assert "distributed.html" in appendices and "distributed.html" not in chapters
     assert re.search(r'href="attention.html">02 Attention</a>', nav)
     numbers = [int(n) for n in re.findall(r'href="[a-z_]+\.html">(\d\d) ', chapters + appendices)]
     assert numbers == list(range(len(nbs))), f"the sidebar's numbers, in its order: {numbers}"

@@ -1,5 +1,5 @@
 """The practitioner path never loses work: Ctrl-C during training, a kill during a save, progress bars that stay out of
-log files, and the package's main names. (The notebooks test the rest: appendix 12 bad checkpoints and exact resume,
+log files, and the package's main names. (The notebooks test the rest: appendix 11 bad checkpoints and exact resume,
 appendix 15 the command line's refusals.)"""
 import errno
 import math

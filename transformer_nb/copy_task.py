@@ -119,7 +119,7 @@ class CopyRecipe:
     device: str = "cpu"
     precision: str = "fp32"       # or "bf16", "auto" (appendix 13)
 
-    def __post_init__(self):      # every field checked when a recipe is made or read back (appendix 12)
+    def __post_init__(self):      # every field checked when a recipe is made or read back (appendix 11)
         check_recipe(self, dict(vocab=4, min_symbols=1, max_symbols=self.min_symbols, batch_size=1,
                                 batches_per_epoch=1, epochs=1, warmup=1, seed=0),
                      dict(lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
@@ -149,12 +149,12 @@ class CopyRecipe:
 def train_copy(recipe: CopyRecipe | None = None, held_out=None, progress: bool | None = None, on_epoch=None,
                save=None, resume=None, world=None, compile: bool | str = False):
     """Train a model on the copy task (`recipe`, default `CopyRecipe()`) until `recipe.target_accuracy` on `held_out`
-    (default `held_out_set()`) or `recipe.epochs`. Returns a `TrainResult` (appendix 12), `(model, None, history)`:
+    (default `held_out_set()`) or `recipe.epochs`. Returns a `TrainResult` (appendix 11), `(model, None, history)`:
     no tokenizer, and one record per epoch with steps, seconds, loss and accuracy.
     `save`: a checkpoint written after every epoch; `resume`: continue such a checkpoint's run (a file, or read
     already by `read_checkpoint`; with its recipe; only
     `recipe.epochs`, `recipe.device` and `recipe.precision` are taken from `recipe`); `world`: several processes
-    (chapter 09); `compile`: `train`'s (appendix 12)."""
+    (appendix 12); `compile`: `train`'s (appendix 11)."""
     recipe = CopyRecipe() if recipe is None else recipe
     if not isinstance(recipe, CopyRecipe):
         raise TypeError(f"`recipe` must be a CopyRecipe, got {type(recipe).__name__}")

@@ -48,7 +48,7 @@ class TranslationRecipe:
     lr: float = 1.6e-3            # the peak learning rate, reached after `warmup` optimizer steps
     warmup: int = 400
     schedule: str = "noam"        # then the paper's 1/sqrt(step); "linear": down to 0 at the last step (chapter 05)
-    ema: float = 0.999            # the moving average of the weights that is evaluated and kept (appendix 12); 0: none
+    ema: float = 0.999            # the moving average of the weights that is evaluated and kept (appendix 11); 0: none
     seed: int = 0
     device: str = "cpu"
     precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
@@ -116,13 +116,13 @@ def train_translation(
     compile: bool | str = False,
 ):
     """Train German→English on `train_pairs` (a list of `(de, en)`; the tokenizer is learned from them unless given).
-    Returns a `TrainResult` (appendix 12), `(model, tokenizer, history)`, one history record per epoch: step, seconds,
+    Returns a `TrainResult` (appendix 11), `(model, tokenizer, history)`, one history record per epoch: step, seconds,
     training and validation loss per token, and, when `bleu_sentences` > 0, BLEU on that many sentences of
     `val_pairs`, decoded as `recipe` says.
     `save`: a checkpoint (with the tokenizer) written after every epoch; `resume`: continue such a checkpoint's run
     (only `recipe.epochs`, `recipe.device` and `recipe.precision` are taken from `recipe`, and `train_pairs` must be
     the saved run's; the schedule stays the one planned for the saved run's epochs); `world`: several processes
-    (chapter 09); `compile`: `train`'s (appendix 12). The warmup and the moving average's span are at most a quarter of
+    (appendix 12); `compile`: `train`'s (appendix 11). The warmup and the moving average's span are at most a quarter of
     the run's steps each."""
     if not isinstance(recipe, TranslationRecipe):
         raise TypeError(f"`recipe` must be a TranslationRecipe, got {type(recipe).__name__}")
@@ -186,7 +186,7 @@ def _data_id(pairs) -> str:
 #| code-fold: true
 #| code-summary: "Show the checks (every field of the recipe)"
 def _check_recipe(recipe: TranslationRecipe):
-    "Raise a clear error, naming the field, unless every field of `recipe` can be used (appendix 12)."
+    "Raise a clear error, naming the field, unless every field of `recipe` can be used (appendix 11)."
     check_recipe(recipe, dict(vocab=1, max_tokens=1, drop_longer_than=3, epochs=1, warmup=1, beam_size=1, seed=0),
                  dict(smoothing=(lambda x: 0 <= x < 1, "a probability in [0, 1)"),
                       lr=(lambda x: 0 < x <= 1, "a learning rate in (0, 1]"),
