@@ -115,7 +115,7 @@ def _record(train_state, loss: float, tokens: int, lr: float, total_tokens: int,
 
 
 def _no_sync(model, inner: bool):
-    "On several processes (appendix 12), gradients of inner accumulation steps stay local: no all-reduce until the step."
+    "On several processes (appendix 12), inner accumulation steps' gradients stay local: no all-reduce until the step."
     if inner and hasattr(model, "no_sync"):
         return model.no_sync()
     return contextlib.nullcontext()
