@@ -1,9 +1,9 @@
 """Copy task: time to 100% held-out exact copies for the default recipe, against the Annotated Transformer's recipe
 measured in the same run.
 
-The reference is the Annotated Transformer's `example_simple_model`: make_model(V, V, N=2) at the base width
-(d_model 512, d_ff 2048, h 8, dropout 0.1), Adam(lr 0.5 x Noam(d_model 512, factor 1, warmup 400)), batches of 80,
-20 epochs x 20 batches = 400 steps. It runs here on the same copy-task data, for `--ref-steps` timed steps; its full
+The reference is the Annotated Transformer's `example_simple_model`: make_model(V, V, N=2), pre-norm as its layers
+are, at the base width (d_model 512, d_ff 2048, h 8, dropout 0.1), Adam(lr 0.5 x Noam(d_model 512, factor 1,
+warmup 400)), batches of 80, 20 epochs x 20 batches = 400 steps. It runs here on the same copy-task data, for `--ref-steps` timed steps; its full
 400-step time is estimated from the time per step (add `--ref-full` to run all 400 steps and evaluate it).
 
     python bench/copy_task.py                 # 3 runs of the default recipe, 40 reference steps
@@ -12,7 +12,7 @@ The reference is the Annotated Transformer's `example_simple_model`: make_model(
     python bench/copy_task.py --runs 0 --seeds 25 --against h=4,batch_size=64   # the default recipe against another,
                                               # alternately on seeds 0-24 (chapter 07's comparison)
 
-The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from 200 to 700
+The runs of one seed differ only by timing noise; the steps to 100% depend on the seed (chapter 07: from 200 to 550
 steps over seeds 0-24), and so does the time.
 """
 import argparse
@@ -34,7 +34,7 @@ def reference_recipe(steps: int, held, seed: int = 0):
     "The Annotated Transformer's copy-task recipe for `steps` optimizer steps; returns (seconds, accuracy)."
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    model = make_model(11, 11, N=2, padding_idx=PAD)
+    model = make_model(11, 11, N=2, pre_norm=True, padding_idx=PAD)           # its layers: pre-norm, a final norm
     optimizer = torch.optim.Adam(model.parameters(), lr=0.5, betas=(0.9, 0.98), eps=1e-9)
     scheduler = LambdaLR(optimizer, lambda step: rate(step, 512, factor=1.0, warmup=400))
     criterion = LabelSmoothing(11, padding_idx=PAD, smoothing=0.0)

@@ -21,6 +21,7 @@ Quarto cannot run here, so this replaces `nbdev_docs`:
 import hashlib
 import html
 import json
+import math
 import os
 import re
 import shutil
@@ -109,7 +110,7 @@ def _adapt_cell(cell, page_names):
     for out in cell.get("outputs", []):
         data = out.get("data", {})
         if "image/svg+xml" in data:                                    # inline the chart: an <svg> in the page itself
-            svg = _hex_colours(_hover_titles(_text(data.pop("image/svg+xml"))))
+            svg = _legible(_hex_colours(_hover_titles(_text(data.pop("image/svg+xml")))))
             data.pop("text/plain", None)
             data["text/html"] = f'<div class="tnb-chart">{svg}</div>'
             charts.append(out)
@@ -118,6 +119,15 @@ def _adapt_cell(cell, page_names):
         charts[0]["data"]["text/html"] = f'<div class="tnb-charts">{panels}</div>'
         cell["outputs"] = [o for o in cell["outputs"] if o is charts[0] or not any(o is c for c in charts)]
     return cell
+
+
+def _legible(svg: str, smallest: float = 0.8) -> str:
+    """A chart may shrink to fit a narrow screen down to `smallest` of its size (Vega's 10-px labels stay at 8 px or
+    more); a chart wider than that scrolls sideways in its own box (the CSS's phone rule)."""
+    width = re.search(r'<svg[^>]*?\swidth="([\d.]+)"', svg)
+    if not width:
+        return svg
+    return svg.replace("<svg", f'<svg style="min-width: {math.ceil(float(width.group(1)) * smallest)}px"', 1)
 
 
 def _hex_colours(svg: str) -> str:

@@ -1028,18 +1028,18 @@ def test_train_refuses_scores_that_are_not_numbers():
 
 def test_a_copy_recipe_with_nothing_to_draw_is_refused_not_a_hang():
     "With 1 content symbol and at most 3 of them, every sequence is reserved: training has nothing to draw."
-    from transformer_nb.copy_task import CopyRecipe, train_copy, copy_sequences
+    from transformer_nb.copy_task import CopyRecipe, train_copy, _copy_sequences
     recipe = CopyRecipe(vocab=4, max_symbols=3, epochs=1, batches_per_epoch=1)
     with pytest.raises(ValueError, match=re.escape("vocab=4, min_symbols=1, max_symbols=3: 1,000 rounds found fewer "
                                                    f"than {recipe.batch_size} unreserved sequences")):
         train_copy(recipe, progress=False)
-    assert len(copy_sequences(5, vocab=4, max_symbols=3, reserved_only=True)) == 5     # the reserved ones exist
+    assert len(_copy_sequences(5, vocab=4, max_symbols=3, reserved_only=True)) == 5     # the reserved ones exist
 
 
 def test_copy_sequences_refuse_an_empty_request():
     "n=0 reached torch.cat([]) and its message about an empty list."
-    from transformer_nb.copy_task import copy_sequences, held_out_set
-    for call in (lambda: copy_sequences(0), lambda: held_out_set(n=0)):
+    from transformer_nb.copy_task import _copy_sequences, held_out_set
+    for call in (lambda: _copy_sequences(0), lambda: held_out_set(n=0)):
         with pytest.raises(ValueError, match=re.escape("need n >= 1, vocab >= 4 and 1 <= min_symbols <= max_symbols, "
                                                        "got n=0")):
             call()

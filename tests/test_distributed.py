@@ -102,7 +102,7 @@ def test_translate_command_under_torchrun(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "--max-restarts=0",
                            "--no-python", sys.executable, "-c", cli, "translate", "--data", str(DATA),
                            "--train-pairs", "300", "--epochs", "2", "--N", "1", "--d-model", "32", "--d-ff", "64",
-                           "--h", "2", "--vocab", "200", "--test-sentences", "20", "--beam", "1",
+                           "--h", "2", "--vocab", "200", "--test-sentences", "20", "--beam-size", "1",
                            "--examples", "1", "--save", str(tmp_path / "mt.pt")],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

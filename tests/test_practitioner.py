@@ -182,16 +182,16 @@ def test_threads_option(tmp_path):
 def test_precision_auto_is_decided_by_the_hardware():
     """`precision='auto'` follows the instructions PyTorch reports (AVX512-BF16 or AMX on a CPU), never a timing: the
     same answer every time, and the global random stream untouched."""
-    from transformer_nb.precision import _bf16_is_fast, resolve_precision
+    from transformer_nb.precision import bf16_is_fast, resolve_precision
     has = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     torch.manual_seed(0)
     expected = torch.rand(3)
     torch.manual_seed(0)
-    answers = {_bf16_is_fast("cpu") for _ in range(5)}
+    answers = {bf16_is_fast("cpu") for _ in range(5)}
     assert torch.equal(torch.rand(3), expected)
     assert answers == {has}
     assert resolve_precision("auto", "cpu") == ("bf16" if has else "fp32")
-    assert _bf16_is_fast("meta") is False
+    assert bf16_is_fast("meta") is False
 
 
 def test_the_replacing_step_refuses_a_file_this_run_did_not_write(tmp_path, monkeypatch):
@@ -383,6 +383,31 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
     torch.save(saved, tmp_path / "old.pt")
     with pytest.raises(CheckpointError, match=r"unknown fields: factor; missing: lr\): it cannot be resumed"):
         train_translation(more, pairs, pairs[:4], resume=tmp_path / "old.pt", progress=False)
+
+
+def test_a_translation_run_resumed_twice_keeps_the_schedule_it_planned(tmp_path):
+    """The schedule's warmup and the moving average's decay depend on the run's planned length; resuming for more
+    epochs keeps the first plan, so resuming in two steps (1 -> 2 -> 3 epochs) trains exactly what one resume
+    (1 -> 3) trains, weights and history."""
+    import dataclasses
+    from transformer_nb.checkpoint import read_checkpoint
+    from transformer_nb.translation import TranslationRecipe, train_translation
+    pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
+    recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=100, precision="fp32")
+    runs = {}
+    for name, stops in (("once", [3]), ("twice", [2, 3])):
+        run = tmp_path / f"{name}.pt"
+        train_translation(recipe, pairs, pairs[:4], save=run, progress=False)
+        for epochs in stops:
+            train_translation(dataclasses.replace(recipe, epochs=epochs), pairs, pairs[:4], resume=run, save=run,
+                              progress=False)
+        runs[name] = read_checkpoint(run)
+    once, twice = runs["once"], runs["twice"]
+    assert once["extra"]["planned"] == twice["extra"]["planned"] == 1
+    for k, v in once["model"].items():
+        assert torch.equal(v, twice["model"][k]), k
+    strip = lambda history: [{k: v for k, v in r.items() if k != "seconds"} for r in history]
+    assert strip(once["extra"]["history"]) == strip(twice["extra"]["history"])
 
 
 def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():

@@ -88,7 +88,7 @@ def check_source_mask(src, src_mask, padding_idx: int | None = None, name: str =
 
 
 def check_source(src, src_mask, embed):
-    "What `EncoderDecoder.encode` is given: ids of `embed`'s vocabulary, and a keep-mask that leaves each sentence a key."
+    "What `EncoderDecoder.encode` is given: ids of `embed`'s vocabulary, a keep-mask that leaves each sentence a key."
     check_tokens(src, embed.vocab, "src")
     check_mask(src_mask, (src.size(0), 1, src.size(1)), "src_mask")
     check_source_mask(src, src_mask, embed.lut.padding_idx)

@@ -92,8 +92,8 @@ _FIELDS = {
     "epochs": (_positive, "epochs to train (copy: at most; it stops at 100%% exact copies)"),
     "seed": (_seed, "random seed"),
     "device": (["cpu", "cuda"], "where to train and decode"),
-    "precision": (["fp32", "bf16", "auto"], "bf16: matrix products in bfloat16 (autocast), weights in float32; "
-                                            "auto: bf16 where the device has bfloat16 instructions"),
+    "precision": (["fp32", "bf16", "auto"], "bf16: matrix products in bfloat16 (autocast), weights in float32; auto: "
+                                            "bf16 on a GPU of compute capability 8.0+ or a CPU with AVX512-BF16/AMX"),
     "beam_size": (_positive, "beam size for the test set and --sentence; 1 decodes greedily"),
     "length_penalty": (_alpha, "beam search's length penalty alpha; 0: none"),
 }
@@ -137,18 +137,18 @@ def _build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     """The `transformer-nb` argument parser, one sub-command per job. `defaults=False`: the recipe's options have no
     defaults, so a parse returns only those given (how `main` tells what was typed)."""
     fill = lambda values: values if defaults else None
-    parser = argparse.ArgumentParser(prog="transformer-nb", description="The encoder-decoder Transformer of "
-                                     "'Attention Is All You Need', from the transformer_nb notebooks.")
+    parser = argparse.ArgumentParser(prog="transformer-nb", allow_abbrev=False, description="The encoder-decoder "
+                                     "Transformer of 'Attention Is All You Need', from the transformer_nb notebooks.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    c = sub.add_parser("copy", help="train the copy task (or load a checkpoint), print accuracy and examples")
+    c = sub.add_parser("copy", allow_abbrev=False,          # an option is its whole name, never a prefix of it
+                       help="train the copy task (or load a checkpoint), print accuracy and examples")
     d = asdict(CopyRecipe())
     _add_fields(c, f"the recipe (CopyRecipe; an epoch is {d['batches_per_epoch']} batches)", fill(d),
                 ["N", "d_model", "d_ff", "h", "pre_norm", "batch_size", "epochs", "seed", "device", "precision"])
     _add_run_args(c, "the model")
     c.add_argument("--examples", type=_positive, default=5, help="decoded examples to print (default: 5)")
-    t = sub.add_parser(
-        "translate", help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations"
-    )
+    t = sub.add_parser("translate", allow_abbrev=False,
+                       help="train German->English on Multi30k (or load a checkpoint), print BLEU and translations")
     t.add_argument("--data", metavar="DIR", help="local folder with the Multi30k files (default: download into "
                    "~/.cache/transformer_nb, or $TRANSFORMER_NB_CACHE)")
     t.add_argument("--train-pairs", type=_positive, default=None,
@@ -164,7 +164,7 @@ def _build_parser(defaults: bool = True) -> argparse.ArgumentParser:
     t.add_argument("--test-sentences", type=_positive, default=1000,
                    help="score the first this many test sentences (default: 1000)")
     t.add_argument("--examples", type=_positive, default=3, help="test translations to print (default: 3)")
-    s = sub.add_parser("summary", help="build a model and print its parameter count by part")
+    s = sub.add_parser("summary", allow_abbrev=False, help="build a model and print its parameter count by part")
     _add_fields(s, "the model (ModelConfig's fields; defaults: the paper's base sizes, nothing shared)",
                 fill(asdict(ModelConfig(37000, 37000))),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",

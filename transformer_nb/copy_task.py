@@ -19,13 +19,13 @@ from .schedule import noam_optimizer
 from .decoding import greedy_decode
 
 # %% auto #0
-__all__ = ['PAD', 'BOS', 'EOS', 'copy_sequences', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyRecipe', 'train_copy']
+__all__ = ['PAD', 'BOS', 'EOS', 'copy_batches', 'held_out_set', 'copy_accuracy', 'CopyRecipe', 'train_copy']
 
 # %% ../nbs/07_copy_task.ipynb #e7bec38c
 PAD, BOS, EOS = 0, 1, 2
 
 
-def copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10, generator=None,
+def _copy_sequences(n: int, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10, generator=None,
                    reserved_only: bool | None = None):
     """`n` random sequences `BOS x_1..x_L EOS PAD...` with `L` in `[min_symbols, max_symbols]` and `x_i` in
     `[3, vocab)`: `(n, max_symbols + 2)`. `reserved_only=True` draws only sequences `_is_reserved` sets aside, `False`
@@ -66,7 +66,7 @@ def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_symbols: 
     return [
         Batch(s, s, padding_idx=PAD)
         for s in (
-            copy_sequences(batch_size, vocab, min_symbols, max_symbols, generator, reserved_only=False)
+            _copy_sequences(batch_size, vocab, min_symbols, max_symbols, generator, reserved_only=False)
             for _ in range(n_batches)
         )
     ]
@@ -74,7 +74,7 @@ def copy_batches(n_batches: int, batch_size: int, vocab: int = 11, min_symbols: 
 
 def held_out_set(n: int = 1000, vocab: int = 11, min_symbols: int = 1, max_symbols: int = 10, seed: int = 1234):
     "A fixed set of `n` reserved sequences for evaluation, drawn from its own seeded generator."
-    return copy_sequences(n, vocab, min_symbols, max_symbols, torch.Generator().manual_seed(seed), reserved_only=True)
+    return _copy_sequences(n, vocab, min_symbols, max_symbols, torch.Generator().manual_seed(seed), reserved_only=True)
 
 # %% ../nbs/07_copy_task.ipynb #f6946af9
 def copy_accuracy(model, seqs, batch_size: int = 1000) -> float:

@@ -16,7 +16,7 @@ __all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'k
 # %% ../nbs/01_masks.ipynb #a8665516
 def subsequent_mask(size: int, device=None):
     "Causal keep-mask `(1, size, size)`: query `i` may attend to keys `j <= i`."
-    if not is_int(size) or not 0 <= size <= 100_000:   # 10**6: a terabyte
+    if not is_int(size) or not 0 <= size <= 100_000:   # 100,000² booleans are 10 GB (10**6 would be a terabyte)
         raise ValueError(f"`size` must be a length in [0, 100,000], got {size!r}")
     ones = torch.ones(size, size, dtype=torch.bool, device=device)
     return torch.tril(ones).unsqueeze(0)  # (size, size) -> (1, size, size): the 1 broadcasts over the batch

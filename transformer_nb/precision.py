@@ -10,16 +10,16 @@ import contextlib
 import torch
 
 # %% auto #0
-__all__ = ['resolve_precision', 'autocast', 'without_cudnn_attention']
+__all__ = ['bf16_is_fast', 'resolve_precision', 'autocast', 'without_cudnn_attention']
 
 # %% ../nbs/13_precision.ipynb #c502099c
 _PRECISIONS = ("fp32", "bf16", "auto")
 
 
-def _bf16_is_fast(device="cpu") -> bool:
-    """Whether `device` multiplies bfloat16 matrices natively, as PyTorch reports the hardware: a CUDA GPU of compute
-    capability 8.0 (Ampere) or later; a CPU with AVX512-BF16 or AMX instructions. Never a timing: the same answer on
-    every run of a machine."""
+def bf16_is_fast(device="cpu") -> bool:
+    """Whether `device` has the bfloat16 matrix units this package looks for, as PyTorch reports them: a CUDA GPU of
+    compute capability 8.0 (Ampere) or later; an x86 CPU with AVX512-BF16 or AMX instructions (Arm's BF16 extension is
+    not looked for). Never a timing: the same answer on every run of a machine."""
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.is_available() and torch.cuda.get_device_capability(device) >= (8, 0)
@@ -30,11 +30,11 @@ def _bf16_is_fast(device="cpu") -> bool:
 
 
 def resolve_precision(precision: str, device="cpu") -> str:
-    "\"fp32\" or \"bf16\": `precision` itself, or for \"auto\" bf16 exactly where `_bf16_is_fast(device)`."
+    "\"fp32\" or \"bf16\": `precision` itself, or for \"auto\" bf16 exactly where `bf16_is_fast(device)`."
     if precision not in _PRECISIONS:
         raise ValueError(f"`precision` must be one of {', '.join(_PRECISIONS)}, got {precision!r}")
     if precision == "auto":
-        return "bf16" if _bf16_is_fast(device) else "fp32"
+        return "bf16" if bf16_is_fast(device) else "fp32"
     return precision
 
 

@@ -51,7 +51,7 @@ class TranslationRecipe:
     ema: float = 0.999            # the moving average of the weights that is evaluated and kept (appendix 11); 0: none
     seed: int = 0
     device: str = "cpu"
-    precision: str = "auto"       # bf16 where the device multiplies it natively, else fp32 (appendix 13)
+    precision: str = "auto"       # bf16 where `bf16_is_fast(device)`, else fp32 (appendix 13)
     beam_size: int = BEAM_SIZE    # decoding: beam search of 5 (1: greedy)
     length_penalty: float = LENGTH_PENALTY   # GNMT's alpha, 1.2: kept after comparing alphas on validation (below)
 
@@ -121,9 +121,9 @@ def train_translation(
     `val_pairs`, decoded as `recipe` says.
     `save`: a checkpoint (with the tokenizer) written after every epoch; `resume`: continue such a checkpoint's run
     (only `recipe.epochs`, `recipe.device` and `recipe.precision` are taken from `recipe`, and `train_pairs` must be
-    the saved run's; the schedule stays the one planned for the saved run's epochs); `world`: several processes
-    (appendix 12); `compile`: `train`'s (appendix 11). The warmup and the moving average's span are at most a quarter of
-    the run's steps each."""
+    the saved run's); `world`: several processes (appendix 12); `compile`: `train`'s (appendix 11). The warmup and the
+    moving average's span are at most a quarter of the run's steps each, of the run as first planned: its epochs are
+    kept in the checkpoint's `extra["planned"]`, and a run resumed for more epochs keeps that schedule."""
     if not isinstance(recipe, TranslationRecipe):
         raise TypeError(f"`recipe` must be a TranslationRecipe, got {type(recipe).__name__}")
     check_pairs(train_pairs, "train_pairs"), check_pairs(val_pairs, "val_pairs")
@@ -134,9 +134,9 @@ def train_translation(
     if resume is not None:
         resume = read_checkpoint(resume, kind="translation")           # read and checked once
         saved = TranslationRecipe.from_checkpoint(resume, data)
-        recipe, planned = dataclasses.replace(saved, epochs=recipe.epochs, device=recipe.device,
-                                              precision=recipe.precision), saved.epochs
-        if saved.schedule == "linear" and recipe.epochs != saved.epochs:
+        recipe = dataclasses.replace(saved, epochs=recipe.epochs, device=recipe.device, precision=recipe.precision)
+        planned = (resume.get("extra") or {}).get("planned", saved.epochs)    # the first plan, however often resumed
+        if saved.schedule == "linear" and recipe.epochs != planned:
             done = len((resume.get("extra") or {}).get("history") or [])
             raise ValueError(f"`epochs`: the run in {resume['path']} {saved.linear_end(done, 'epochs=')}")
         model, tokenizer, _ = load_translator(resume, recipe.device)
@@ -165,7 +165,8 @@ def train_translation(
     history = train(batches, model, loss_compute, optimizer, scheduler, epochs=recipe.epochs, evaluate=evaluate,
                     on_epoch=on_epoch, save=save, resume=resume, kind="translation", progress=progress, world=world,
                     precision=recipe.precision, ema=ema, compile=compile,
-                    extra={"tokenizer": tokenizer.state_dict(), "recipe": asdict(recipe), "data": data})
+                    extra={"tokenizer": tokenizer.state_dict(), "recipe": asdict(recipe), "data": data,
+                           "planned": planned})
     return TrainResult(model, tokenizer, history)
 
 
