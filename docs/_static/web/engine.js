@@ -625,14 +625,14 @@
   // 5. Decoding (decoding.py)
   // =================================================================================================================
 
-  // init_cache, for `rows` hypotheses: per decoder layer one cross-attention cache (the memory's keys and values,
+  // _init_cache, for `rows` hypotheses: per decoder layer one cross-attention cache (the memory's keys and values,
   // computed at the first step and shared by every hypothesis), and per hypothesis one self-attention cache a layer.
   function initCache(model, rows) {
     const layers = () => model.decoderLayers.map(() => new KVCache());
     return { src: layers(), self: Array.from({ length: rows }, layers) };
   }
 
-  // next_log_probs: for each hypothesis (a row of `ys`, all of one length), the log-probabilities of the token after
+  // _next_log_probs: for each hypothesis (a row of `ys`, all of one length), the log-probabilities of the token after
   // it; with the cache only the last token is fed, at its true position ys[r].length - 1.
   function nextLogProbs(model, memory, ys, cache) {
     const out = model.decode(memory, ys.map((y) => y[y.length - 1]), null, cache, ys[0].length - 1).x;
