@@ -180,7 +180,7 @@ def translation_epoch(a, device):
         print("not measured: give --data DIR (the Multi30k files)")
         return
     from transformer_nb.data import load_multi30k
-    from transformer_nb.translation import TranslationRecipe, train_translation
+    from transformer_nb.translation_task import TranslationRecipe, train_translation
     train_pairs, val_pairs = load_multi30k("train", a.data), load_multi30k("val", a.data)
     start = time.perf_counter()
     _, _, history = train_translation(TranslationRecipe(epochs=1, device=str(device)), train_pairs, val_pairs,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from transformer_nb.bleu import bleu
 from transformer_nb.data import load_multi30k
-from transformer_nb.translation import TranslationRecipe, train_translation
+from transformer_nb.translation_task import TranslationRecipe, train_translation
 from transformer_nb.translator import PRETRAINED_TRANSLATOR, load_translator, save_translator, translate
 
 

@@ -22,7 +22,7 @@ from transformer_nb.bleu import bleu
 from transformer_nb.checkpoint import read_checkpoint
 from transformer_nb.data import load_multi30k
 from transformer_nb.files import atomic_write
-from transformer_nb.translation import TranslationRecipe, train_translation
+from transformer_nb.translation_task import TranslationRecipe, train_translation
 from transformer_nb.translator import translate
 
 RESULTS = Path(__file__).parent / "results" / "translation_levers.json"

@@ -11,7 +11,7 @@ import torch
 import transformer_nb.masks as masks
 from transformer_nb.cli import main
 from transformer_nb.model import make_model
-from transformer_nb.translation import TranslationRecipe
+from transformer_nb.translation_task import TranslationRecipe
 
 
 def _run(argv):
@@ -397,7 +397,7 @@ def test_bleu_names_a_bootstrap_count_it_cannot_use(n):
 def test_a_tampered_recipe_is_refused_in_one_line(tmp_path, saved, message):
     from transformer_nb.checkpoint import CheckpointError, save_checkpoint
     from transformer_nb.fit import saved_recipe
-    from transformer_nb.translation import TranslationRecipe
+    from transformer_nb.translation_task import TranslationRecipe
     save_checkpoint(tmp_path / "m.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0),
                     extra={"recipe": saved}, kind="translation")
     with pytest.raises(CheckpointError, match=re.escape(message)):
@@ -501,7 +501,7 @@ RECIPE = [
 def test_a_translation_recipe_names_a_field_it_cannot_use(fields, message):
     "Checked when the recipe is made (before seconds of tokenizer training), also by `dataclasses.replace`."
     import dataclasses
-    from transformer_nb.translation import TranslationRecipe
+    from transformer_nb.translation_task import TranslationRecipe
     with pytest.raises(ValueError, match=re.escape(message)):
         TranslationRecipe(**fields)
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -518,7 +518,7 @@ def test_a_translation_recipe_names_a_field_it_cannot_use(fields, message):
     (lambda t, c: t({"epochs": 1}, [("a", "b")], [("a", "b")]), TypeError, "`recipe` must be a TranslationRecipe, got dict"),
 ])
 def test_train_translation_names_data_it_cannot_use(call, error, message):
-    from transformer_nb.translation import TranslationRecipe, train_translation
+    from transformer_nb.translation_task import TranslationRecipe, train_translation
     with pytest.raises(error, match=re.escape(message)):
         call(train_translation, TranslationRecipe(vocab=40, N=1, d_model=16, d_ff=32, h=2, epochs=1))
 
@@ -1095,7 +1095,7 @@ def test_the_model_names_src_or_tgt_when_it_is_not_a_tensor():
 def test_a_translation_file_without_its_extra_is_one_line(tmp_path):
     "A translation checkpoint whose `extra` is empty: no AttributeError, one line naming the file and what it lacks."
     from transformer_nb.checkpoint import CheckpointError, save_checkpoint
-    from transformer_nb.translation import TranslationRecipe
+    from transformer_nb.translation_task import TranslationRecipe
     from transformer_nb.translator import load_translator
     save_checkpoint(tmp_path / "bare.pt", make_model(10, 10, N=1, d_model=16, d_ff=32, h=2), kind="translation")
     with pytest.raises(CheckpointError, match="a model without its training run .no recipe is saved in it: load it "

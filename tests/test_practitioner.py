@@ -363,7 +363,7 @@ def test_a_translation_run_resumes_only_on_its_own_data(tmp_path):
     and refuses a file from `save_translator` (a model and its tokenizer, no training run) instead of a KeyError."""
     from dataclasses import asdict
     from transformer_nb.checkpoint import CheckpointError
-    from transformer_nb.translation import TranslationRecipe, train_translation
+    from transformer_nb.translation_task import TranslationRecipe, train_translation
     from transformer_nb.translator import save_translator
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
     recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200, warmup=1,
@@ -391,7 +391,7 @@ def test_a_translation_run_resumed_twice_keeps_the_schedule_it_planned(tmp_path)
     (1 -> 3) trains, weights and history."""
     import dataclasses
     from transformer_nb.checkpoint import read_checkpoint
-    from transformer_nb.translation import TranslationRecipe, train_translation
+    from transformer_nb.translation_task import TranslationRecipe, train_translation
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
     recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=100, precision="fp32")
     runs = {}
@@ -413,7 +413,7 @@ def test_a_translation_run_resumed_twice_keeps_the_schedule_it_planned(tmp_path)
 def test_the_translation_schedule_warms_up_for_at_most_a_quarter_of_the_run():
     """The recipe's 400 warmup steps are capped at a quarter of a shorter run, and the linear schedule reaches the peak
     there and zero at the last step; the Noam schedule peaks at `lr` too; an unknown schedule is refused, named."""
-    from transformer_nb.translation import TranslationRecipe
+    from transformer_nb.translation_task import TranslationRecipe
     model = make_model(10, 10, N=1, d_model=16, d_ff=32, h=2, padding_idx=0)
     for schedule in ("linear", "noam"):
         optimizer, scheduler = TranslationRecipe(schedule=schedule, lr=1e-3).optimizer(model, 40)
@@ -533,7 +533,7 @@ def test_a_short_translation_run_averages_over_at_most_a_quarter_of_it(tmp_path)
     keeps is trained, not the first step's weights; a linear run refuses to be resumed for more epochs."""
     import dataclasses
     from transformer_nb.checkpoint import read_checkpoint
-    from transformer_nb.translation import TranslationRecipe, train_translation, _new_model
+    from transformer_nb.translation_task import TranslationRecipe, train_translation, _new_model
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
     recipe = TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=5, max_tokens=100,
                                precision="fp32", schedule="linear")
@@ -752,7 +752,7 @@ def test_every_trainer_returns_the_same_shape():
     from transformer_nb.data import bucket_batches, encode_pairs
     from transformer_nb.fit import TrainResult
     from transformer_nb.text_task import train_text_task
-    from transformer_nb.translation import TranslationRecipe, train_translation
+    from transformer_nb.translation_task import TranslationRecipe, train_translation
     pairs = [(f"ein hund {i} läuft", f"a dog {i} runs") for i in range(40)]
     copy = train_copy(CopyRecipe(epochs=1, batches_per_epoch=1), progress=False)
     text = train_translation(TranslationRecipe(vocab=60, N=1, d_model=16, d_ff=32, h=2, epochs=1, max_tokens=200,

@@ -32,7 +32,7 @@ def test_the_shipped_file_is_at_most_10_mb_and_packaged():
 def test_the_shipped_translator_reproduces_the_chapters_test_bleu():
     from transformer_nb.bleu import bleu
     from transformer_nb.data import load_multi30k
-    from transformer_nb.translation import TranslationRecipe
+    from transformer_nb.translation_task import TranslationRecipe
 
     model, tokenizer, history = load_pretrained()
     recipe = TranslationRecipe()

@@ -108,7 +108,7 @@ LAYERS = [
     ("processes", ["distributed"]),
     ("the fit loop", ["fit"]),
     ("conversion", ["interop"]),
-    ("tasks", ["copy_task", "translation", "text_task"]),
+    ("tasks", ["copy_task", "translation_task", "text_task"]),
     ("the command line", ["commands", "cli"]),
 ]
 

@@ -17,7 +17,7 @@ from .checkpoint import CheckpointError
 from .commands import UsageError, run_command
 from .copy_task import CopyRecipe
 from .model import ModelConfig
-from .translation import TranslationRecipe
+from .translation_task import TranslationRecipe
 from .translator import PRETRAINED_TRANSLATOR
 
 # %% auto #0

@@ -23,7 +23,7 @@ from .distributed import world_from_env
 from .files import check_save_path
 from .masks import padding_mask
 from .model import ModelConfig, make_model, count_parameters
-from .translation import TranslationRecipe, train_translation
+from .translation_task import TranslationRecipe, train_translation
 from .tokenizer import Tokenizer
 from .translator import translate, load_translator
 
