@@ -24,7 +24,7 @@ from .precision import without_cudnn_attention
 __all__ = ['EXTRA_TOKENS', 'PRETRAINED_TRANSLATOR', 'translate', 'save_translator', 'load_translator', 'load_pretrained']
 
 # %% ../nbs/08_translation.ipynb #d03e1dc4
-EXTRA_TOKENS = 50                                      # an output is at most its input + 50 tokens (the paper's limit)
+EXTRA_TOKENS = 50                                      # an output is at most the batch's longest input + 50 tokens
 
 
 @without_cudnn_attention()                             # the whole call without cuDNN's attention (appendix 13)
