@@ -22,7 +22,8 @@ lic = licenses.get(cfg["license"].lower(), (cfg["license"], None))
 requirements = cfg.get("requirements", "").split()
 viz_requirements = cfg.get("viz_requirements", "").split()
 translate_requirements = cfg.get("translate_requirements", "").split()
-dev_requirements = viz_requirements + translate_requirements + cfg.get("dev_requirements", "").split()
+serve_requirements = cfg.get("serve_requirements", "").split()
+dev_requirements = viz_requirements + translate_requirements + serve_requirements + cfg.get("dev_requirements", "").split()
 console_scripts = cfg.get("console_scripts", "").split()
 
 setuptools.setup(
@@ -40,7 +41,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg["lib_path"], cfg["lib_path"] + ".*"]),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={"viz": viz_requirements, "translate": translate_requirements, "dev": dev_requirements},
+    extras_require={"viz": viz_requirements, "translate": translate_requirements, "serve": serve_requirements,
+                    "dev": dev_requirements},
     python_requires=">=" + min_python,
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",

@@ -8,7 +8,7 @@ Quarto cannot run here, so this replaces `nbdev_docs`:
    -> `attention.ipynb`, so nbdev's links `attention.html#attention` resolve), title from its front matter, nbdev cell
    directives mapped to myst-nb tags, SVG charts inlined, links to the docs host made relative, and a link to download
    the chapter's notebook (the file in `nbs/`) under its title. The sidebar numbers the chapters as their notebooks
-   are numbered: the main line (00-09), then the appendices (10-15, `APPENDICES`).
+   are numbered: the main line (00-09), then the appendices (10-16, `APPENDICES`).
    The diagrams in `nbs/images/` (SVG, drawn by `nbs/images/draw.py`) are copied beside them.
 3. Sphinx + myst-nb (outputs rendered, never executed) + sphinx-book-theme render the site into `docs/`, with an
    autodoc API page.
@@ -40,7 +40,8 @@ TAGS = {"echo: false": "remove-input", "output: false": "remove-output", "includ
         "code-fold: true": "hide-input",
         "solution: true": "hide-cell"}          # an exercise's worked solution: code and output folded together
 TOUR = "tour.ipynb"   # the whole model on one page, first in the sidebar
-APPENDICES = ["10_interop.ipynb", "11_fit.ipynb", "12_distributed.ipynb", "13_precision.ipynb", "14_browser.ipynb", "15_cli.ipynb"]   # listed apart in the sidebar
+APPENDICES = ["10_interop.ipynb", "11_fit.ipynb", "12_distributed.ipynb", "13_precision.ipynb", "14_browser.ipynb", "15_cli.ipynb",
+              "16_serving.ipynb"]   # listed apart in the sidebar
 
 
 def api_modules() -> list:

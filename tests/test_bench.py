@@ -1,5 +1,6 @@
 """The benchmarks in bench/ still run against the package as it is now (they are run by hand to measure, so nothing else
 would notice an API they call going away). Tiny sizes, one round each; no timing is asserted."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ TINY = {
     "copy_task.py": ["--runs", "1", "--ref-steps", "2", "--seeds", "1", "--against", "h=4"],
     "distributed.py": ["--task", "copy", "--rounds", "1", "--epochs", "2"],
     "gpu.py": ["--device", "cpu", "--tiny", "--no-compile", "--rounds", "1"],
+    "serve.py": ["--sentences", "12", "--batch-size", "4", "--single", "2", "--rounds", "1", "--threads", "1",
+                 "--data", os.environ.get("MULTI30K_DIR", str(ROOT.parent / "shared" / "data" / "multi30k"))],
 }
 
 

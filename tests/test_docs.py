@@ -297,11 +297,11 @@ def int8_translation():
     "What Python translates for the demo's first sentence with the weights the page computes with (int8, one at a time)."
     import torch
     from transformer_nb.translator import load_pretrained, translate
-    from transformer_nb.web import dequantized_model
+    from transformer_nb.web import _dequantized_model
     torch.set_num_threads(1)
     model, tokenizer, _ = load_pretrained()
     sentence = "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt."
-    return sentence, translate(dequantized_model(model, "int8"), tokenizer, [sentence], 5, 1.2, batch_size=1)[0]
+    return sentence, translate(_dequantized_model(model, "int8"), tokenizer, [sentence], 5, 1.2, batch_size=1)[0]
 
 
 @pytest.mark.parametrize("mode", ["http", "file"])

@@ -75,26 +75,26 @@ class _Dispatched(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 def test_a_cached_greedy_step_of_the_shipped_translator_only_computes():
-    """One step of greedy decoding with the cache (the shipped translator, N=2): at most 46 operations that are not
-    views (13 matrix products, 7 additions, 6 LayerNorms, 4 attentions, the embedding, ...; no checks and no mask
-    conversions, which the decoders make once), nothing read back to the host, and the key/value cache written in
-    place: its tensor is the same object, one position longer, after the step."""
-    from transformer_nb.decoding import _greedy_step
+    """One step of greedy decoding with the cache (the shipped translator, N=2): at most 70 operations that are not
+    views (13 matrix products, 6 LayerNorms, 4 attentions of one query each, written as 2 batched products and a
+    softmax, the embedding, ...; no checks and no mask conversions, which the decoders make once), nothing read back
+    to the host, and the key/value cache written in place: its tensor is the same object, one position longer."""
+    from transformer_nb.decoding import _greedy_step, _ModelSteps
     from transformer_nb.masks import padding_mask
     from transformer_nb.translator import load_pretrained
     model, tokenizer, _ = load_pretrained()
     src = torch.tensor([tokenizer.encode("Ein Hund läuft durch den Schnee.", True, True)] * 3)
     mask = padding_mask(src, tokenizer.pad)
     with torch.no_grad():
-        memory, cache = model.encode(src, mask), _init_cache(model, 20)
-        ys, finished = torch.full((3, 20), tokenizer.bos), torch.zeros(3, dtype=torch.bool)
-        _greedy_step(model, memory, mask, ys, 1, cache, finished, tokenizer.eos, tokenizer.pad)   # allocates
+        steps = _ModelSteps(model.eval(), src, mask, 20)
+        cache, ys, finished = steps.cache, torch.full((3, 20), tokenizer.bos), torch.zeros(3, dtype=torch.bool)
+        _greedy_step(steps, ys, 1, finished, tokenizer.eos, tokenizer.pad)   # allocates
         held = [layer["self"].kv for layer in cache]
         for t in (2, 3):
             with _Dispatched() as seen:
-                _greedy_step(model, memory, mask, ys, t, cache, finished, tokenizer.eos, tokenizer.pad)
-            assert len(seen.ops) <= 46 and seen.reads == 0, (len(seen.ops), seen.reads, sorted(seen.ops))
-            assert "aten.cat" not in seen.ops and seen.ops.count("aten.addmm") == 13
+                _greedy_step(steps, ys, t, finished, tokenizer.eos, tokenizer.pad)
+            assert len(seen.ops) <= 70 and seen.reads == 0, (len(seen.ops), seen.reads, seen.ops)
+            assert "aten.cat" not in seen.ops and seen.ops.count("aten.addmm") == 13 and seen.ops.count("aten.bmm") == 8
             assert all(a is b for a, b in zip((layer["self"].kv for layer in cache), held)) and len(cache[0]["self"]) == t
 
 
@@ -174,6 +174,41 @@ def test_decoders_asking_every_few_steps_whether_all_rows_ended_give_the_same_ou
     assert len({int((row == EOS).nonzero()[0]) for row in greedy}) > 1   # ... at different steps
     for a, b in zip(runs[1], runs[5]):                            # greedy; beam 1 tokens, scores; beam 3 ...
         assert torch.equal(a, b)
+
+
+class _Scripted:
+    """A model the decoders reach through `steps` (as appendix 16's `OnnxModel`): row i writes token 5 until step
+    `ends[i]`, then the end symbol; `keep` follows the rows the decoders keep."""
+    max_positions = None
+
+    def __init__(self, ends):
+        self.ends = torch.tensor(ends)
+
+    def steps(self, src, src_mask, max_length):
+        scripted = _Scripted(self.ends.tolist())
+        scripted.log_probs, scripted.keep = scripted._log_probs, scripted._keep
+        return scripted
+
+    def _log_probs(self, ys):
+        logp, end = torch.full((len(ys), 8), -5.0), self.ends == ys.size(1)   # writing position ys.size(1)
+        logp[end, EOS], logp[~end, 5] = 0.0, 0.0
+        return logp
+
+    def _keep(self, index, sources=True):
+        self.ends = self.ends[index]
+
+
+@pytest.mark.parametrize("every", [1, 3, 8])
+def test_rows_that_end_between_two_questions_are_kept(every, monkeypatch):
+    """Finished rows leave the batch when the decoder asks (every step on a CPU, every 8 on a GPU); rows that end after
+    the last question, just before max_length, are still in the output, each in its place."""
+    monkeypatch.setattr(decoding, "_stop_interval", lambda device: every)
+    ends = [3, 17, 9, 18, 19]                                     # 17, 18, 19: after the last multiple of 8
+    out = greedy_decode(_Scripted(ends), torch.zeros(5, 2, dtype=torch.long), None, 20, BOS, EOS, PAD)
+    want = torch.full((5, 20), PAD)
+    for row, end in enumerate(ends):
+        want[row, 0], want[row, 1:end], want[row, end] = BOS, 5, EOS
+    assert torch.equal(out, want), out
 
 
 def test_train_with_compile_trains_the_same_model_and_saves_its_plain_weights(tmp_path):
@@ -279,18 +314,18 @@ def test_cuda_greedy_and_beam_search_wait_for_the_gpu_only_to_stop():
 
 @CUDA
 def test_cuda_cached_decoding_step_never_waits_for_the_gpu():
-    from transformer_nb.decoding import _greedy_step
+    from transformer_nb.decoding import _greedy_step, _ModelSteps
     model, batch, _ = setup()
     model, batch = model.cuda().eval(), batch.to("cuda")
     with torch.no_grad():
-        memory, cache = model.encode(batch.src, batch.src_mask), _init_cache(model, 8)
+        steps = _ModelSteps(model, batch.src, batch.src_mask, 8)
         ys = torch.full((4, 8), BOS, device="cuda")
         finished = torch.zeros(4, dtype=torch.bool, device="cuda")
-        _greedy_step(model, memory, batch.src_mask, ys, 1, cache, finished, EOS, PAD)   # allocates the cache
+        _greedy_step(steps, ys, 1, finished, EOS, PAD)   # allocates the cache
         torch.cuda.synchronize()
         torch.cuda.set_sync_debug_mode("error")
         try:
             for t in range(2, 5):
-                _greedy_step(model, memory, batch.src_mask, ys, t, cache, finished, EOS, PAD)
+                _greedy_step(steps, ys, t, finished, EOS, PAD)
         finally:
             torch.cuda.set_sync_debug_mode("default")

@@ -101,13 +101,14 @@ def test_shown_code_fits_the_text_column():
 LAYERS = [
     ("the model", ["_checks", "embedding", "masks", "attention", "layers", "model"]),
     ("training pieces", ["precision", "batch", "schedule", "loss", "epoch"]),
-    ("inference", ["decoding"]),
+    ("inference", ["cache", "decoding"]),
     ("files and checkpoints", ["files", "checkpoint", "resume"]),
     ("text and data", ["tokenizer", "data", "bleu"]),
     ("a trained translator", ["translator", "web"]),
     ("processes", ["distributed"]),
     ("the fit loop", ["fit"]),
     ("conversion", ["interop"]),
+    ("serving", ["onnx_model", "export"]),
     ("tasks", ["copy_task", "translation_task", "text_task"]),
     ("the command line", ["commands", "cli"]),
 ]

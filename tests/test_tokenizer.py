@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from transformer_nb.data import bucket_batches, bucket_count
-from transformer_nb.tokenizer import Tokenizer, detokenize, learn_bpe, pre_tokenize, _merge_word
+from transformer_nb.tokenizer import Tokenizer, detokenize, _learn_bpe, pre_tokenize, _merge_word
 
 FAST = settings(max_examples=40, deadline=None)
 # letters with and without diacritics, digits, punctuation and several kinds of whitespace
@@ -37,7 +37,7 @@ def test_encode_decode_round_trip(texts, extra, vocab_extra):
 @given(texts=st.lists(TEXT, min_size=1, max_size=12), n_merges=st.integers(0, 40))
 def test_split_replays_training(texts, n_merges):
     "Splitting a training word with the learned ranks gives exactly the segmentation training ended with."
-    _, merges = learn_bpe(texts, n_merges, min_frequency=1)
+    _, merges = _learn_bpe(texts, n_merges, min_frequency=1)
     tok = Tokenizer(sorted({c for t in texts for w in pre_tokenize(t) for c in w}), merges)
     words = {w: list(w) for t in texts for w in pre_tokenize(t)}
     for pair in merges:

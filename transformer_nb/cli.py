@@ -15,10 +15,11 @@ import torch
 
 from .checkpoint import CheckpointError
 from .commands import UsageError, run_command
+from .export import export_ctranslate2, export_onnx
 from .copy_task import CopyRecipe
 from .model import ModelConfig
 from .translation_task import TranslationRecipe
-from .translator import PRETRAINED_TRANSLATOR
+from .translator import PRETRAINED_TRANSLATOR, load_translator
 
 # %% auto #0
 __all__ = ['main']
@@ -26,45 +27,28 @@ __all__ = ['main']
 # %% ../nbs/15_cli.ipynb #eed3c74b
 #| code-fold: true
 #| code-summary: Show the code (argparse: every option once, from the fields it sets)
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
+def _checked(name: str, kind, ok, expected: str):
+    "An argparse type: `kind(text)`, refused unless `ok(value)`; `name` is what argparse calls it in an error."
+    def check(text: str):
+        value = kind(text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+    check.__name__ = name
+    return check
 
 
-def _alpha(text: str) -> float:
-    value = float(text)
-    if not 0 <= value <= 10:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 10], got {text}")
-    return value
-
-
-def _probability(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text}")
-    return value
-
-
-def _learning_rate(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a learning rate in (0, 1], got {text}")
-    return value
+_positive = _checked("_positive", int, lambda v: v >= 1, "a positive integer")
+_alpha = _checked("_alpha", float, lambda v: 0 <= v <= 10, "a number in [0, 10]")
+_probability = _checked("_probability", float, lambda v: 0.0 <= v < 1.0, "a probability in [0, 1)")
+_learning_rate = _checked("_learning_rate", float, lambda v: 0.0 < v <= 1.0, "a learning rate in (0, 1]")
+_seed = _checked("_seed", int, lambda v: 0 <= v < 2**63, "a seed in [0, 2**63)")
 
 
 def _threads(text: str) -> int:
     value, cores = _positive(text), os.cpu_count() or 1
     if value > cores:                                  # more threads than cores only slows down (and 10**5 crashes)
         raise argparse.ArgumentTypeError(f"expected at most {cores} (this machine's cores), got {text}")
-    return value
-
-
-def _seed(text: str) -> int:
-    value = int(text)
-    if not 0 <= value < 2**63:
-        raise argparse.ArgumentTypeError(f"expected a seed in [0, 2**63), got {text}")
     return value
 
 
@@ -169,10 +153,18 @@ def _build_parser(defaults: bool = True) -> argparse.ArgumentParser:
                 fill(asdict(ModelConfig(37000, 37000))),
                 ["src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "dropout", "pre_norm", "learned_pos",
                  "tie_weights", "share_embeddings"])
+    e = sub.add_parser("export", allow_abbrev=False, help="write a trained translator for CTranslate2 or ONNX Runtime")
+    e.add_argument("folder", metavar="DIR", help="the folder to write (refused if it exists, unless --overwrite)")
+    e.add_argument("--to", required=True, choices=["ctranslate2", "onnx"], help="the engine to write for")
+    e.add_argument("--checkpoint", metavar="PATH", help="the translator, saved with --save")
+    e.add_argument("--pretrained", action="store_true", help="the translator the package ships")
+    e.add_argument("--quantization", choices=["int8"], help="ctranslate2: weights in int8 (default: float32)")
+    e.add_argument("--overwrite", action="store_true", help="replace the folder DIR if it exists")
+    e.set_defaults(save=None, resume=None)
     return parser
 
 
-_LOADED = {"copy": {"device"}, "translate": {"device", "precision", "beam_size", "length_penalty"}}   # what applies
+_LOADED = {"copy": {"device"}, "translate": {"device", "precision", "beam_size", "length_penalty"}, "export": set()}
 _RESUMED = {"epochs", "precision"}                                     # to a loaded model; and to a resumed run
 
 
@@ -213,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     try:
         with contextlib.ExitStack() as args.cleanup:    # closes what the command opened for its run
-            return run_command(args)
+            return _export(parser, args) if args.command == "export" else run_command(args)
     except UsageError as e:                       # a command line the commands cannot run: name the option
         parser.error(str(e))
     except CheckpointError as e:                  # one line, no usage and no traceback
@@ -222,3 +214,23 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:                          # e.g. the disk filled up while saving
         where = f" ({e.filename})" if e.filename else ""
         parser.exit(1, f"transformer-nb: error: {e.strerror or e}{where}\n")
+
+
+def _export(parser: argparse.ArgumentParser, a: argparse.Namespace) -> int:
+    "`transformer-nb export`: write a translator (--checkpoint or --pretrained) for CTranslate2 or ONNX Runtime."
+    if a.checkpoint is None:
+        parser.error("export writes a trained translator: give --checkpoint PATH or --pretrained")
+    if a.quantization and a.to == "onnx":
+        parser.error("--quantization: only --to ctranslate2 quantizes; --to onnx writes float32")
+    if Path(a.folder).exists() and not a.overwrite:                    # before the checkpoint is read
+        parser.error(f"{a.folder}: the folder exists; pass --overwrite to replace it")
+    model, tokenizer, _ = load_translator(a.checkpoint)
+    try:
+        if a.to == "ctranslate2":
+            path = export_ctranslate2(a.folder, model, tokenizer, quantization=a.quantization, overwrite=a.overwrite)
+        else:
+            path = export_onnx(a.folder, model, tokenizer, overwrite=a.overwrite)
+    except (ValueError, ImportError) as e:                             # a model the format cannot hold; no extra
+        parser.error(str(e))
+    print(f"wrote {path} ({a.to})")
+    return 0

@@ -5,16 +5,19 @@
 # %% ../nbs/06_decoding.ipynb #1dfcafe0
 from __future__ import annotations
 
+import contextlib
+
 import torch
+from torch import nn
 
 from .embedding import max_positions
-from .masks import keep_to_additive
+from .cache import KVCache
 from .model import evaluating
 from .precision import autocast
 from ._checks import is_int, is_number, check_decode_args, check_symbols
 
 # %% auto #0
-__all__ = ['BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'KVCache', 'beam_search']
+__all__ = ['BEAM_SIZE', 'LENGTH_PENALTY', 'greedy_decode', 'beam_search']
 
 # %% ../nbs/06_decoding.ipynb #4a3c35ce
 @torch.no_grad()
@@ -22,22 +25,30 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
                   padding_idx: int | None = None, use_cache: bool = True, precision: str = "fp32"):
     """Greedy decoding: `(batch, <= max_length)` tokens starting with `start_symbol`; finished rows are filled with
     `padding_idx` (default: `end_symbol`). `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    max_length = check_decode_args(src, src_mask, max_length, max_positions(model))
+    max_length = check_decode_args(src, src_mask, max_length, _limit(model))
     check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
                    use_cache=use_cache)
     fill = padding_idx if padding_idx is not None else end_symbol
-    if src.size(0) == 0:                                               # an empty batch: nothing to decode
-        return torch.full((0, 1), start_symbol, dtype=torch.long, device=src.device)
-    with evaluating(model), autocast(precision, src.device):
-        memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), checked once
-        ys = torch.full((src.size(0), max_length), start_symbol, dtype=torch.long, device=src.device)
-        finished = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-        cache, every, t = _init_cache(model, max_length) if use_cache else None, _stop_interval(src.device), 0
+    b, dev = src.size(0), src.device
+    if b == 0:                                                         # an empty batch: nothing to decode
+        return torch.full((0, 1), start_symbol, dtype=torch.long, device=dev)
+    out = torch.full((b, max_length), start_symbol if fill is None else fill, dtype=torch.long, device=dev)
+    out[:, 0] = start_symbol                                           # every row's tokens, once it has ended
+    with _stepping(model, src, src_mask, max_length, use_cache, precision) as steps:   # encodes `src`, once
+        ys, rows, finished = out.clone(), torch.arange(b, device=dev), torch.zeros(b, dtype=torch.bool, device=dev)
+        every, t = _stop_interval(dev), 0                              # rows: each row's place in `out`
         for t in range(1, max_length):                                 # t: the position being written
-            _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fill)
-            if end_symbol is not None and t % every == 0 and finished.all():   # reading `finished` waits for a GPU
-                break
-    ys = ys[:, : t + 1]                                                # the columns written
+            _greedy_step(steps, ys, t, finished, end_symbol, fill)
+            # a quarter of the rows ended (asking waits for a GPU): they leave the batch, copied into `out`
+            if end_symbol is not None and t % every == 0 and finished.sum() * 4 >= len(finished):
+                out[rows[finished], : t + 1] = ys[finished, : t + 1]
+                if finished.all():
+                    break
+                keep = (~finished).nonzero().squeeze(1)
+                ys, rows, finished = ys[keep], rows[keep], finished[keep]
+                steps.keep(keep)
+        out[rows] = ys                                                 # the rows still there (again, after a break)
+    ys = out[:, : t + 1]                                               # the columns written
     if end_symbol is None or t == 0:
         return ys
     ended = ys[:, 1:] == end_symbol                                    # steps after the last row ended: dropped
@@ -45,9 +56,9 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
     return ys[:, : int(length.max())]
 
 
-def _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fill):
+def _greedy_step(steps, ys, t, finished, end_symbol, fill):
     "Write position `t` of `ys` `(batch, max_length)`: the most likely next token, `fill` where a row has ended."
-    tok = _next_log_probs(model, memory, src_mask, ys[:, :t], cache).argmax(-1)   # (batch,)
+    tok = steps.log_probs(ys[:, :t]).argmax(-1)                        # (batch,)
     if end_symbol is not None:
         tok.masked_fill_(finished, fill)
         finished |= tok == end_symbol
@@ -55,9 +66,25 @@ def _greedy_step(model, memory, src_mask, ys, t, cache, finished, end_symbol, fi
 
 # %% ../nbs/06_decoding.ipynb #3d5d5a38
 def _stop_interval(device: torch.device) -> int:
-    """How often, in steps, the decoders ask whether they may stop: each step on a CPU (the answer is at hand), every
+    """How often, in steps, the decoders ask which rows have finished (to drop them, or stop): each step on a CPU, every
     8 steps on a GPU, which must finish its queued work before the host can read the answer."""
     return 1 if device.type == "cpu" else 8
+
+
+def _limit(model) -> int | None:
+    "The longest output `model` can decode: its positional table's length (for a model run elsewhere, its own)."
+    return max_positions(model) if isinstance(model, nn.Module) else model.max_positions
+
+
+@contextlib.contextmanager
+def _stepping(model, src, src_mask, max_length: int, use_cache: bool, precision: str):
+    """The model's side of decoding: `_ModelSteps`, in eval mode (no dropout) and `precision`; a model run elsewhere
+    (appendix 16) gives its own, from `model.steps(src, src_mask, max_length)`."""
+    if not isinstance(model, nn.Module):
+        yield model.steps(src, src_mask, max_length)
+        return
+    with evaluating(model), autocast(precision, src.device):
+        yield _ModelSteps(model, src, src_mask, max_length, use_cache)
 
 
 def _init_cache(model, max_length: int) -> list:
@@ -78,46 +105,42 @@ def _next_log_probs(model, memory, src_mask, ys, cache=None):
         out = model.decoder(x, memory, src_mask, None, cache)          # (batch, 1, d_model)
     return model.generator(out[:, -1])                                # (batch, vocab)
 
-# %% ../nbs/06_decoding.ipynb #cce68e7d
-class KVCache:
-    """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps. Self-attention's are written in
-    place, one position per step, into one tensor allocated at the first step for `max_length` positions;
-    cross-attention's (`static`) are computed once, from the encoder's output."""
-    def __init__(self, max_length: int | None = None, static: bool = False):
-        self.max_length, self.static, self.kv, self.t = max_length, static, None, 0   # t: positions held
 
-    def __len__(self):
-        return self.t
+class _ModelSteps:
+    """What the decoders ask of a model: the encoder's output once, then, step by step, `log_probs(ys)` `(rows, vocab)`
+    for the token after `ys` `(rows, t)`, and `keep(index)`: go on with the rows `index` only, in that order (beam
+    search repeats each sentence's row for its hypotheses and reorders them; finished rows leave the batch)."""
+    def __init__(self, model, src, src_mask, max_length: int, use_cache: bool = True):
+        memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), checked once
+        self.model, self.memory, self.src_mask = model, memory, src_mask
+        self.cache = _init_cache(model, max_length) if use_cache else None
 
-    def project(self, mha, query, key, value, mask=None):
-        """The attention `mha`'s queries, keys and values `(b, h, len, d_k)`, the new positions' joined to those kept,
-        and the mask to attend with: for cross-attention, the keep-mask made once into the additive one (0 or -inf)
-        that the fused kernel adds to its scores, which it would otherwise make again at every step."""
-        if self.static:                                                # cross-attention: the memory's, from step 1
-            if self.kv is None:
-                q, k, v = mha.project(query, key, value)
-                self.kv, self.t = torch.stack([k, v]), k.size(2)       # (2, b, h, len_src, d_k)
-                self.mask = mask if mask is None or mha.store_weights else keep_to_additive(mask, q.dtype)
-                return q, k, v, self.mask
-            return mha.split_heads(mha.projection(query, "q")), self.kv[0], self.kv[1], self.mask
-        b, n, _ = query.shape
-        # (b, n, 3 * d_model) -> (b, n, 3, h, d_k) -> (3, b, h, n, d_k): queries, keys, values of the new positions
-        qkv = mha.w_qkv(query).view(b, n, 3, mha.h, mha.d_k).permute(2, 0, 3, 1, 4)
-        if self.kv is None:                                            # keys and values of every position to come
-            self.kv = qkv.new_empty(2, b, mha.h, self.max_length, mha.d_k)
-        self.kv[:, :, :, self.t: self.t + n] = qkv[1:]                 # written in place: no copy of earlier steps
-        self.t += n
-        return qkv[0], self.kv[0, :, :, : self.t], self.kv[1, :, :, : self.t], mask
+    def log_probs(self, ys):                                           # (rows, t) -> (rows, vocab)
+        return _next_log_probs(self.model, self.memory, self.src_mask, ys, self.cache)
 
-    def reorder(self, index):
-        "Keep the rows `index` of the batch (beam search reorders its hypotheses every step)."
-        if self.kv is not None:
-            self.kv[:, :, :, : self.t] = self.kv[:, :, :, : self.t].index_select(1, index)
+    def keep(self, index, sources: bool = True):
+        "`sources=False`: each row kept is of the same sentence as before (beam search's reordering): the memory stays."
+        if sources:
+            self.memory = self.memory.index_select(0, index)
+            self.src_mask = None if self.src_mask is None else self.src_mask.index_select(0, index)
+        for layer_cache in self.cache or []:
+            layer_cache["self"].keep(index)
+            if sources:
+                layer_cache["src"].keep(index)
 
 # %% ../nbs/06_decoding.ipynb #3ae7658b
 # the defaults of beam_search, translate and the translation recipe: chapter 08's beam of 5, and the alpha it keeps
 # after comparing several on its validation set
 BEAM_SIZE, LENGTH_PENALTY = 5, 1.2
+
+
+def _top(scores, k: int):
+    "The `k` largest of each row of `scores` and their indices; -inf (index 0) where a row has fewer than `k`."
+    if scores.size(1) >= k:
+        return scores.topk(k, dim=-1)
+    top, idx = scores.topk(scores.size(1), dim=-1)                     # fewer candidates than k: a tiny vocabulary
+    pad = (len(top), k - scores.size(1))
+    return torch.cat([top, top.new_full(pad, float("-inf"))], 1), torch.cat([idx, idx.new_zeros(pad)], 1)
 
 
 def _length_penalty(length, alpha: float):
@@ -126,83 +149,82 @@ def _length_penalty(length, alpha: float):
 
 # %% ../nbs/06_decoding.ipynb #46d9322f
 @torch.no_grad()
-def beam_search(
-    model,
-    src,
-    src_mask,
-    max_length: int,
-    start_symbol: int,
-    end_symbol: int,
-    beam_size: int = BEAM_SIZE,
-    length_penalty: float = LENGTH_PENALTY,
-    padding_idx: int | None = None,
-    use_cache: bool = True,
-    precision: str = "fp32",
-    return_scores: bool = False,
-):
+def beam_search(model, src, src_mask, max_length: int, start_symbol: int, end_symbol: int, beam_size: int = BEAM_SIZE,
+                length_penalty: float = LENGTH_PENALTY, padding_idx: int | None = None, use_cache: bool = True,
+                precision: str = "fp32", return_scores: bool = False):
     """Beam search with GNMT's length penalty applied while searching; returns, like `greedy_decode`, the best
     hypothesis per sentence `(batch, <= max_length)` (starting with `start_symbol`, finished rows filled with
     `padding_idx` or `end_symbol`), and with `return_scores` also its length-normalized log-probability `(batch,)`.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
-    max_length = check_decode_args(src, src_mask, max_length, max_positions(model))
+    max_length = check_decode_args(src, src_mask, max_length, _limit(model))
     check_symbols(model, start_symbol=start_symbol, end_symbol=end_symbol, padding_idx=padding_idx,
                    use_cache=use_cache, return_scores=return_scores)
     if end_symbol is None:
         raise ValueError("`end_symbol` is needed: beam search ranks finished hypotheses")
     if not is_int(beam_size) or beam_size < 1:
         raise ValueError(f"`beam_size` must be a positive integer, got {beam_size!r}")
-    number = is_number(length_penalty)
-    if not (number and 0 <= length_penalty <= 10):                   # a cap (alpha > ~13 overflows at 5,000)
+    if not (is_number(length_penalty) and 0 <= length_penalty <= 10):   # a cap: alpha > ~13 overflows at 5,000
         raise ValueError(f"`length_penalty` must be a number in [0, 10], got {length_penalty!r}")
     b, k, dev, inf = src.size(0), beam_size, src.device, float("inf")
     if b == 0:                                                         # an empty batch: nothing to decode
         empty = torch.full((0, 1), start_symbol, dtype=torch.long, device=dev)
         return (empty, torch.zeros(0, device=dev)) if return_scores else empty
     fill = padding_idx if padding_idx is not None else end_symbol
-    with evaluating(model), autocast(precision, dev):
-        memory = model.encode(src, src_mask).repeat_interleave(k, dim=0)   # (b, len_src, d) -> (b*k, len_src, d)
-        if src_mask is not None:
-            src_mask = src_mask.repeat_interleave(k, dim=0)               # (b*k, 1, len_src)
-        cache = _init_cache(model, max_length) if use_cache else None
+    out = torch.full((b, max_length), fill, dtype=torch.long, device=dev)   # each sentence's best, once it is known
+    out_score, out_len = torch.full((b,), -inf, device=dev), torch.zeros(b, dtype=torch.long, device=dev)
+    with _stepping(model, src, src_mask, max_length, use_cache, precision) as steps:   # b rows, then b*k
         alive = torch.full((b, k, max_length), fill, dtype=torch.long, device=dev)  # live hypotheses, padded
         alive[..., 0] = start_symbol
         alive_lp = torch.full((b, k), -inf, device=dev)                # their raw log-probabilities
         alive_lp[:, 0] = 0.0                                             # k identical starts: keep one alive
         best, best_score = alive[:, 0].clone(), torch.full((b,), -inf, device=dev)  # best finished, normalized
         best_len = torch.zeros(b, dtype=torch.long, device=dev)
-        ar, every, t = torch.arange(b, device=dev), _stop_interval(dev), 0
+        sentence, every, t = torch.arange(b, device=dev), _stop_interval(dev), 0   # sentence: each row's in `src`
+        width = 1                                                        # rows per sentence: 1 until the first step
         for t in range(1, max_length):                                    # t: the position being written
-            ys = alive[..., :t].reshape(b * k, t)                        # (b, k, t) -> (b*k, t)
-            logp = _next_log_probs(model, memory, src_mask, ys, cache).float().view(b, k, -1)  # (b, k, V)
-            cand = alive_lp.unsqueeze(-1) + logp                       # raw scores of every extension
+            n = alive.size(0)                                             # sentences still searched
+            ar = torch.arange(n, device=dev)
+            ys = alive[:, :width, :t].reshape(n * width, t)              # (n, width, t) -> (n*width, t)
+            logp = steps.log_probs(ys).float().view(n, width, -1)        # (n, width, V)
+            cand = alive_lp[:, :width].unsqueeze(-1) + logp            # raw scores of every extension
             # 1. ending here: each hypothesis + end symbol, on its normalized score, against the best so far
-            done, j = (cand[..., end_symbol] / _length_penalty(t, length_penalty)).max(-1)  # (b,)
-            better = done > best_score                                   # (b,) selected by where, not by a boolean mask
-            best = torch.where(better.unsqueeze(-1), alive[ar, j], best)  # (b, max_length)
+            done, j = (cand[..., end_symbol] / _length_penalty(t, length_penalty)).max(-1)  # (n,)
+            better = done > best_score                                   # (n,) selected by where, not by a boolean mask
+            best = torch.where(better.unsqueeze(-1), alive[ar, j], best)  # (n, max_length)
             best[:, t] = torch.where(better, end_symbol, best[:, t])
             best_score, best_len = torch.where(better, done, best_score), torch.where(better, t, best_len)
             # 2. going on: the k best extensions by other tokens
             cand[..., end_symbol] = -inf
-            alive_lp, idx = cand.view(b, -1).topk(k, dim=-1)             # (b, k) of the k*V candidates
+            alive_lp, idx = _top(cand.view(n, -1), k)                    # (n, k) of the width*V candidates
             parent, tok = idx // logp.size(-1), idx % logp.size(-1)
-            alive = alive.gather(1, parent.unsqueeze(-1).expand(-1, -1, max_length)).clone()
+            alive = alive.gather(1, parent.unsqueeze(-1).expand(-1, -1, max_length))   # a new tensor
             alive[..., t] = tok
-            if cache is not None:
-                rows = (ar.unsqueeze(1) * k + parent).view(-1)         # (b*k,) the parents' rows
-                for layer_cache in cache:
-                    # cross-attention is the same for a sentence's rows
-                    layer_cache["self"].reorder(rows)
-            # 3. stop when no live hypothesis can still win: its raw score only falls, and lp is largest at max_length
-            #    (asked every `every` steps: the steps after that point change nothing, as no extension can win)
-            bound = alive_lp[:, 0] / _length_penalty(max_length - 1, length_penalty)
-            if t == max_length - 1 or (t % every == 0 and (best_score > bound).all()):
+            rows = (ar.unsqueeze(1) * width + parent).view(-1)         # (n*k,) the parents' rows
+            # 3. a sentence is done when no live hypothesis can still win: its raw score only falls, and lp is largest
+            #    at max_length (asked every `every` steps: the steps after that point change nothing)
+            if t == max_length - 1:
                 break
+            if t % every == 0:
+                over = best_score > alive_lp[:, 0] / _length_penalty(max_length - 1, length_penalty)   # (n,)
+                if over.sum() * 4 >= n:                                   # a quarter done: they leave the batch
+                    out[sentence[over]], out_score[sentence[over]] = best[over], best_score[over]
+                    out_len[sentence[over]] = best_len[over]
+                    if over.all():
+                        break
+                    go = (~over).nonzero().squeeze(1)                    # the sentences searched on
+                    alive, alive_lp, best, best_score, best_len, sentence = (
+                        x[go] for x in (alive, alive_lp, best, best_score, best_len, sentence))
+                    steps.keep(rows.view(n, k)[go].view(-1))
+                    width = k
+                    continue
+            steps.keep(rows, sources=width < k)                           # each sentence's rows, reordered
+            width = k
         if t == max_length - 1:                                           # hypotheses cut off at max_length compete too
             cut = alive_lp[:, 0] / _length_penalty(t, length_penalty)
             better = cut > best_score
             best = torch.where(better.unsqueeze(-1), alive[:, 0], best)
             best_score = torch.where(better, cut, best_score)
             best_len = torch.where(better, t, best_len)
-        best = best[:, : int(best_len.max()) + 1]
-        return (best, best_score) if return_scores else best
-
+            out[sentence], out_score[sentence], out_len[sentence] = best, best_score, best_len
+    best = out[:, : int(out_len.max()) + 1]
+    return (best, out_score) if return_scores else best

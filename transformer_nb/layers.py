@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadedAttention
+from .attention import Linear, MultiHeadedAttention
 
 # %% auto #0
 __all__ = ['LayerNorm', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer', 'DecoderLayer', 'Encoder', 'Decoder',
@@ -35,7 +35,7 @@ class LayerNorm(nn.Module):
 
     def forward(self, x):
         "The same computation in one fused kernel."
-        return F.layer_norm(x, (x.size(-1),), self.weight, self.bias, self.eps)
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 # %% ../nbs/03_layers.ipynb #ade5ea42
 class SublayerConnection(nn.Module):
@@ -57,8 +57,8 @@ class PositionwiseFeedForward(nn.Module):
     "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position of `(batch, len, d_model)`."
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, bias: bool = True):
         super().__init__()
-        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.w_1 = Linear(d_model, d_ff, bias=bias)
+        self.w_2 = Linear(d_ff, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x):

@@ -10,8 +10,7 @@ import torch
 from ._checks import is_int
 
 # %% auto #0
-__all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'keep_to_ignore', 'ignore_to_keep',
-           'keep_to_additive', 'additive_to_keep']
+__all__ = ['subsequent_mask', 'padding_mask', 'length_mask', 'make_std_mask', 'keep_to_ignore', 'keep_to_additive']
 
 # %% ../nbs/01_masks.ipynb #a8665516
 def subsequent_mask(size: int, device=None):
@@ -63,7 +62,7 @@ def keep_to_ignore(mask):
     return ~_check_bool(mask)
 
 
-def ignore_to_keep(mask):
+def _ignore_to_keep(mask):
     "PyTorch's boolean ignore-mask (True = may NOT attend) → boolean keep-mask (True = may attend)."
     return ~_check_bool(mask)
 
@@ -76,7 +75,7 @@ def keep_to_additive(mask, dtype=torch.float32):
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 
 
-def additive_to_keep(mask):
+def _additive_to_keep(mask):
     "Additive float mask of 0.0 / -inf → boolean keep-mask. Other values have no boolean equivalent."
     if not isinstance(mask, torch.Tensor) or not mask.is_floating_point():
         raise TypeError(

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from .embedding import Embeddings, PositionalEncoding, LearnedPositionalEncoding
-from .attention import MultiHeadedAttention, store_attention_weights
+from .attention import Linear, MultiHeadedAttention, store_attention_weights
 from .layers import (PositionwiseFeedForward, EncoderLayer, DecoderLayer, Encoder, Decoder, xavier_init)
 from ._checks import is_int, is_number, check_heads, check_source, check_target
 
@@ -53,7 +53,7 @@ class Generator(nn.Module):
     "Final linear projection and log-softmax: `(batch, len, d_model)` → log-probabilities `(batch, len, vocab)`."
     def __init__(self, d_model: int, vocab: int, bias: bool = True):
         super().__init__()
-        self.proj = nn.Linear(d_model, vocab, bias=bias)
+        self.proj = Linear(d_model, vocab, bias=bias)
 
     def forward(self, x):
         logits = self.proj(x)                                          # (batch, len, vocab)

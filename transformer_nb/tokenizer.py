@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from ._checks import is_int, python_number
 
 # %% auto #0
-__all__ = ['pre_tokenize', 'detokenize', 'learn_bpe', 'Tokenizer']
+__all__ = ['pre_tokenize', 'detokenize', 'Tokenizer']
 
 # %% ../nbs/08_translation.ipynb #aeaf6757
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -45,7 +45,7 @@ def _merge_word(word: list[str], pair: tuple[str, str], new: str) -> list[str]:
     return out
 
 
-def learn_bpe(texts, n_merges: int, min_frequency: int = 2):
+def _learn_bpe(texts, n_merges: int, min_frequency: int = 2):
     "Learn byte-pair-encoding merges from `texts`: returns `(alphabet, merges)`, merges in the order learned."
     word_freq = Counter(w for t in texts for w in pre_tokenize(t))
     words = [list(w) for w in word_freq]                   # each distinct word as a list of symbols
@@ -126,7 +126,7 @@ class Tokenizer:
                 f"`vocab` must be at least {len(cls.specials) + len(alphabet)} (the special tokens and "
                 f"the {len(alphabet)} characters of the texts), got {vocab}"
             )
-        alphabet, merges = learn_bpe(texts, n_merges, min_frequency)
+        alphabet, merges = _learn_bpe(texts, n_merges, min_frequency)
         return cls(alphabet, merges)
 
     def __len__(self):

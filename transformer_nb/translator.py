@@ -31,8 +31,8 @@ EXTRA_TOKENS = 50                                      # an output is at most th
 def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int = BEAM_SIZE,
               length_penalty: float = LENGTH_PENALTY,
               batch_size: int = 100, precision: str = "fp32") -> list[str]:
-    """Translate `sentences`: greedy decoding when `beam_size == 1`, else beam search; returns detokenized text, in
-    order.
+    """Translate `sentences` with `model` (a model, or an `OnnxModel`, appendix 16): greedy decoding when
+    `beam_size == 1`, else beam search; returns detokenized text, in order.
     Sentences are decoded in batches of similar length, each output at most the batch's longest input + 50 tokens.
     `precision`: "fp32", "bf16" or "auto" (appendix 13)."""
     if isinstance(sentences, (str, bytes)):
@@ -45,9 +45,12 @@ def translate(model, tokenizer: Tokenizer, sentences: list[str], beam_size: int 
         raise ValueError(f"`batch_size` must be a positive integer, got {batch_size!r}")
     if not is_int(beam_size) or beam_size < 1:
         raise ValueError(f"`beam_size` must be a positive integer (1: greedy), got {beam_size!r}")
-    _check_translator(model, tokenizer)
-    device, limit = next(model.parameters()).device, max_positions(model)
-    vocab = model.generator.proj.out_features if hasattr(model.generator, "proj") else len(tokenizer)
+    _check_translator(model, tokenizer, elsewhere=True)
+    if isinstance(model, torch.nn.Module):
+        device, limit = next(model.parameters()).device, max_positions(model)
+        vocab = model.generator.proj.out_features if hasattr(model.generator, "proj") else len(tokenizer)
+    else:                                                               # a model run elsewhere (appendix 16)
+        device, limit, vocab = torch.device("cpu"), model.max_positions, model.vocab
     if len(tokenizer) > vocab:
         raise ValueError(f"`tokenizer` has {len(tokenizer)} tokens, more than the model's vocabulary of {vocab}")
     for n, s in enumerate(sentences):
@@ -88,9 +91,12 @@ def _control(c: str) -> bool:
     return ord(c) < 32 or 127 <= ord(c) < 160
 
 
-def _check_translator(model, tokenizer):
-    "Raise a clear error unless `model` is a model (an `nn.Module` with weights) and `tokenizer` a `Tokenizer`."
-    if not isinstance(model, torch.nn.Module) or next(model.parameters(), None) is None:
+def _check_translator(model, tokenizer, elsewhere: bool = False):
+    """Raise a clear error unless `model` is a model (an `nn.Module` with weights, or with `elsewhere` one that
+    decodes through its own `steps`, appendix 16) and `tokenizer` a `Tokenizer`."""
+    if elsewhere and not isinstance(model, torch.nn.Module) and callable(getattr(model, "steps", None)):
+        pass
+    elif not isinstance(model, torch.nn.Module) or next(model.parameters(), None) is None:
         raise TypeError(f"`model` must be a model built by make_model (or load_translator), got {type(model).__name__}")
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(f"`tokenizer` must be a Tokenizer, got {type(tokenizer).__name__}")

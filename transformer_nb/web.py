@@ -22,7 +22,7 @@ from .tokenizer import Tokenizer
 from .translator import EXTRA_TOKENS
 
 # %% auto #0
-__all__ = ['dequantized_model', 'export_weights']
+__all__ = ['export_weights']
 
 # %% ../nbs/14_browser.ipynb #9129c76f
 def _quantize_int8(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,7 +55,7 @@ def _browser_tensor(p: torch.Tensor, dtype: str) -> torch.Tensor:
 
 
 @torch.no_grad()
-def dequantized_model(model, dtype: str):
+def _dequantized_model(model, dtype: str):
     """A copy of `model` (in eval mode) whose parameters are exactly the numbers the browser computes with when the
     weights are stored in `dtype`: what its translations and BLEU are measured on. Tied parameters stay tied."""
     out = copy.deepcopy(model).eval()                                   # deepcopy keeps shared Parameters shared

@@ -20,7 +20,7 @@ from playwright.sync_api import sync_playwright
 
 from reference import HERE, load_model, torch_beam, torch_greedy
 from test_parity import BUILD, CHROMIUM, CHROMIUM_ARGS, parity_sentences
-from transformer_nb.web import dequantized_model, export_weights
+from transformer_nb.web import _dequantized_model, export_weights
 
 
 RUNS = (("int8", True), ("float16", True), ("int8", False))   # (storage dtype, linear layers in WebAssembly)
@@ -47,7 +47,7 @@ def browser_timings(model, tokenizer, runs=RUNS) -> dict:
 def pytorch_timings(model, tokenizer) -> dict:
     "The same sentences with PyTorch, one at a time on one thread, on the int8 weights."
     torch.set_num_threads(1)
-    model, out = dequantized_model(model, "int8"), {}
+    model, out = _dequantized_model(model, "int8"), {}
     for name, run in (("greedy", lambda s: torch_greedy(model, tokenizer, s)),
                       ("beam5", lambda s: torch_beam(model, tokenizer, s, 5, 1.2)[0])):
         run(parity_sentences()[0])                                       # warm-up

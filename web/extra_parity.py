@@ -10,7 +10,7 @@ import json
 import torch
 from playwright.sync_api import sync_playwright
 
-from transformer_nb.web import dequantized_model
+from transformer_nb.web import _dequantized_model
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, _source, _max_length
 from test_parity import CHROMIUM_ARGS, Page, js_translate
 from transformer_nb.decoding import _init_cache, _next_log_probs
@@ -34,7 +34,7 @@ def greedy_margins(model, tokenizer, sentence):
 if __name__ == "__main__":
     torch.set_num_threads(1)
     model, tokenizer, description = load_model()
-    model = dequantized_model(model, "int8")
+    model = _dequantized_model(model, "int8")
     sentences = [de for de, _ in multi30k("val")]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)

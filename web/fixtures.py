@@ -11,7 +11,7 @@ model of the other architecture switches (`variant-pre_norm-no_bias-untied.js`) 
 - `sentences`: test sentences with PyTorch's greedy tokens and their attention maps (per kind, layer and head), and
   beam search's tokens and score for the recipe's beam (5, 1.2) and the paper's (4, 0.6);
 - `variant`: the same for the random model, greedy and beam 3 on a few sentences.
-PyTorch computes with `dequantized_model(model, "int8")`: the very numbers the engine computes with.
+PyTorch computes with `_dequantized_model(model, "int8")`: the very numbers the engine computes with.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from reference import HERE, load_model, multi30k, random_model, torch_beam, torc
 from transformer_nb.decoding import BEAM_SIZE, LENGTH_PENALTY
 from transformer_nb.files import atomic_write
 from transformer_nb.translator import EXTRA_TOKENS
-from transformer_nb.web import _FORMAT, dequantized_model, export_weights
+from transformer_nb.web import _FORMAT, _dequantized_model, export_weights
 
 BUILD = HERE / "build"
 FIXTURES = BUILD / "node-fixtures.json"
@@ -66,8 +66,8 @@ def write_fixtures(folder: Path = BUILD) -> Path:
         "format": _FORMAT,
         "decoding": dict(beam_size=BEAM_SIZE, length_penalty=LENGTH_PENALTY, extra_tokens=EXTRA_TOKENS),
         "tokenizer": [[s, ids, tokenizer.decode(ids)] for s in val for ids in [tokenizer.encode(s, True, True)]],
-        "sentences": _answers(dequantized_model(model, "int8"), tokenizer, node_sentences(), BEAMS),
-        "variant": _answers(dequantized_model(variant, "int8"), variant_tokenizer, node_sentences(3), [(3, 1.2)]),
+        "sentences": _answers(_dequantized_model(model, "int8"), tokenizer, node_sentences(), BEAMS),
+        "variant": _answers(_dequantized_model(variant, "int8"), variant_tokenizer, node_sentences(3), [(3, 1.2)]),
     }
     path = folder / FIXTURES.name
     atomic_write(path, lambda f: f.write(json.dumps(fixtures).encode()))

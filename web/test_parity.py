@@ -6,7 +6,7 @@ The model is the translator the package ships (reference.CHECKPOINT; $TRANSFORME
 weights are exported (`transformer_nb.web.export_weights`) into build/ at the start, in int8 and float16, and every check runs
 on two pages served over http://, one for each; from file://, each weights file loads and the page gives PyTorch's
 greedy and beam tokens for a few sentences, and the architecture variants (random models, int8) run. PyTorch's references use
-`dequantized_model(model, dtype)`: the float32 weights the browser computes with.
+`_dequantized_model(model, dtype)`: the float32 weights the browser computes with.
 
 (a) tokenizer: ids and decoded text equal Python's on every Multi30k validation and test sentence, German and English;
     the character classes behind pre_tokenize equal Python's `\\w` and `str.isspace` on every code point (up to
@@ -31,7 +31,7 @@ import pytest
 import torch
 from playwright.sync_api import expect, sync_playwright
 
-from transformer_nb.web import _DTYPES, dequantized_model, export_weights
+from transformer_nb.web import _DTYPES, _dequantized_model, export_weights
 from reference import HERE, load_model, multi30k, torch_beam, torch_greedy, torch_maps
 from transformer_nb.embedding import sinusoidal_encoding
 
@@ -64,7 +64,7 @@ def model_and_tokenizer():
 class Reference:
     "PyTorch's answers for one storage dtype, computed on first use and kept."
     def __init__(self, model, tokenizer, dtype):
-        self.model, self.tokenizer = dequantized_model(model, dtype), tokenizer
+        self.model, self.tokenizer = _dequantized_model(model, dtype), tokenizer
 
     @functools.lru_cache(maxsize=None)
     def greedy(self, sentence):
@@ -143,7 +143,7 @@ def page(request, browser, http_root, model_and_tokenizer):
 # (a) The tokenizer
 # ---------------------------------------------------------------------------------------------------------------
 def test_weights_are_the_dequantized_ones(page, references):
-    "Every tensor the browser holds equals, bit for bit, the same tensor of `dequantized_model` (checksums)."
+    "Every tensor the browser holds equals, bit for bit, the same tensor of `_dequantized_model` (checksums)."
     js = page.js("""() => {
         const out = {};
         for (const [name, values] of translator.parameters) {      // weighted sum of the float32 bit patterns
