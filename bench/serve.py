@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ENGINES = ["PyTorch", "CTranslate2 float32", "CTranslate2 int8", "ONNX Runtime"]
+ENGINES = ["PyTorch", "PyTorch compiled", "CTranslate2 float32", "CTranslate2 int8", "ONNX Runtime"]
 
 
 def cpu() -> str:
@@ -37,7 +37,10 @@ def serve(name: str, folder: str, threads: int, jobs, results):
     from transformer_nb.translator import load_pretrained, translate
     torch.set_num_threads(threads)
     model, tokenizer, _ = load_pretrained()
-    if name == "PyTorch":
+    if name.startswith("PyTorch"):
+        if name == "PyTorch compiled":                                 # the cached step chapter 06's loops call
+            import transformer_nb.decoding as decoding
+            decoding._next_log_probs = torch.compile(decoding._next_log_probs, dynamic=True)
         run = lambda s, k, b: translate(model, tokenizer, s, beam_size=k, length_penalty=0, batch_size=b)
     elif name == "ONNX Runtime":
         onnx = OnnxModel(Path(folder, "onnx"), threads=threads)
@@ -62,7 +65,10 @@ def main():
     p.add_argument("--single", type=int, default=200, help="test sentences decoded one at a time (0: none)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--compiled", action="store_true", help="also PyTorch with its decoding step through torch.compile "
+                   "(needs a C++ compiler; each case is first run untimed, which compiles)")
     a = p.parse_args()
+    engines = [e for e in ENGINES if a.compiled or e != "PyTorch compiled"]
     import torch
     from transformer_nb.data import load_multi30k
     from transformer_nb.export import export_ctranslate2, export_onnx
@@ -77,7 +83,7 @@ def main():
             export_ctranslate2(Path(folder, quantization), model, tokenizer, quantization=quantization)
         spawn = mp.get_context("spawn")
         workers = {}
-        for name in ENGINES:
+        for name in engines:
             jobs, results = spawn.Queue(), spawn.Queue()
             spawn.Process(target=serve, args=(name, folder, a.threads, jobs, results), daemon=True).start()
             results.get()
@@ -90,7 +96,9 @@ def main():
         print(f"{'batch':>5} {'decoder':>7} {'engine':<20} {'sentences/s':>11} {'ratio':>6} {'rounds':>16} "
               f"{'same text':>10}")
         for batch, k, sentences in cases:
-            times, outputs = {name: [] for name in ENGINES}, {}
+            for jobs, results in workers.values():                     # untimed: compiles what this case needs
+                jobs.put((sentences[:20], k, batch)), results.get()
+            times, outputs = {name: [] for name in engines}, {}
             for _ in range(a.rounds):
                 for name, (jobs, results) in workers.items():          # one engine at a time
                     jobs.put((sentences, k, batch))
