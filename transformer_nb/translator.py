@@ -94,9 +94,8 @@ def _control(c: str) -> bool:
 def _check_translator(model, tokenizer, elsewhere: bool = False):
     """Raise a clear error unless `model` is a model (an `nn.Module` with weights, or with `elsewhere` one that
     decodes through its own `steps`, appendix 16) and `tokenizer` a `Tokenizer`."""
-    if elsewhere and not isinstance(model, torch.nn.Module) and callable(getattr(model, "steps", None)):
-        pass
-    elif not isinstance(model, torch.nn.Module) or next(model.parameters(), None) is None:
+    runs_elsewhere = elsewhere and not isinstance(model, torch.nn.Module) and callable(getattr(model, "steps", None))
+    if not runs_elsewhere and (not isinstance(model, torch.nn.Module) or next(model.parameters(), None) is None):
         raise TypeError(f"`model` must be a model built by make_model (or load_translator), got {type(model).__name__}")
     if not isinstance(tokenizer, Tokenizer):
         raise TypeError(f"`tokenizer` must be a Tokenizer, got {type(tokenizer).__name__}")
