@@ -1,4 +1,5 @@
 """Shared by the benchmark scripts (run as `python bench/NAME.py`, so this folder is on sys.path)."""
+import platform
 import statistics
 import time
 
@@ -11,3 +12,11 @@ def timed(fn, repeats: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def cpu() -> str:
+    "The processor's name, as Linux reports it (else what Python knows)."
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

@@ -11,22 +11,15 @@ ratio is CTranslate2 float32's time over the engine's in the same round.
 import argparse
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _timing import cpu
+
 ENGINES = ["PyTorch", "PyTorch compiled", "CTranslate2 float32", "CTranslate2 int8", "ONNX Runtime"]
-
-
-def cpu() -> str:
-    "The processor's name, as Linux reports it (else what Python knows)."
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def serve(name: str, folder: str, threads: int, jobs, results):

@@ -16,8 +16,8 @@ import nbformat
 from nbclient import NotebookClient
 
 
-def run(path: Path, run_slow: bool = False):
-    "Execute `path` in place; print each cell's seconds."
+def run(path: Path, run_slow: bool = False, slow_cells=()):
+    "Execute `path` in place; print each cell's seconds. `slow_cells`: ids of slow cells to run (the others keep theirs)."
     os.environ["TQDM_DISABLE"] = "1"                       # no progress-bar widgets in the stored outputs
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=3600, kernel_name="python3",
@@ -28,7 +28,7 @@ def run(path: Path, run_slow: bool = False):
             flags = " ".join(line for line in cell.source.splitlines() if line.startswith("#|"))
             if cell.cell_type != "code" or re.search(r"eval:\s*false", flags):
                 continue
-            if not run_slow and re.search(r"#\|\s*slow\b", flags):
+            if not run_slow and re.search(r"#\|\s*slow\b", flags) and cell.get("id") not in slow_cells:
                 print(f"cell {i}: slow, stored outputs kept", flush=True)
                 continue
             t = time.perf_counter()
@@ -42,5 +42,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebook", type=Path)
     parser.add_argument("--all", action="store_true", help="run the cells flagged slow too")
+    parser.add_argument("--slow", nargs="+", default=(), metavar="ID", help="run these slow cells (by cell id) too")
     args = parser.parse_args()
-    run(args.notebook, args.all)
+    run(args.notebook, args.all, set(args.slow))

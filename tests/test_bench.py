@@ -17,6 +17,7 @@ TINY = {
     "copy_task.py": ["--runs", "1", "--ref-steps", "2", "--seeds", "1", "--against", "h=4"],
     "distributed.py": ["--task", "copy", "--rounds", "1", "--epochs", "2"],
     "gpu.py": ["--device", "cpu", "--tiny", "--no-compile", "--rounds", "1"],
+    "step_parts.py": ["--processes", "1", "--rounds", "1", "--repeats", "1", "--threads", "1"],
     "serve.py": ["--sentences", "12", "--batch-size", "4", "--single", "2", "--rounds", "1", "--threads", "1",
                  "--data", os.environ.get("MULTI30K_DIR", str(ROOT.parent / "shared" / "data" / "multi30k"))],
 }

@@ -194,7 +194,7 @@ class _Scripted:
         logp[end, EOS], logp[~end, 5] = 0.0, 0.0
         return logp
 
-    def _keep(self, index, sources=True):
+    def _keep(self, index, sentences=None):
         self.ends = self.ends[index]
 
 
@@ -329,3 +329,27 @@ def test_cuda_cached_decoding_step_never_waits_for_the_gpu():
                 _greedy_step(steps, ys, t, finished, EOS, PAD)
         finally:
             torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_a_cross_attention_cache_shared_by_a_sentences_rows_gives_each_row_its_own_result(pre_norm):
+    """Beam search's rows come `beam_size` to a sentence; its cross-attention cache keeps one copy of each sentence's
+    keys and values, attended by that sentence's rows as several queries: the same log-probabilities (to float32
+    rounding) as a batch with the memory repeated for every row, and a wrong number of rows is refused."""
+    from transformer_nb.decoding import _ModelSteps
+    model, batch, _ = setup(4, pre_norm)
+    model.eval()
+    group, ys = 3, right_padded(12, 5, torch.Generator().manual_seed(1), low=5)   # 4 sentences, 3 rows each
+    with torch.no_grad():
+        shared = _ModelSteps(model, batch.src, batch.src_mask, 8)
+        shared.log_probs(ys[::group, :1])                              # the first step: one row per sentence
+        shared.keep(torch.arange(4).repeat_interleave(group))          # then `group` rows each
+        rows = _ModelSteps(model, batch.src.repeat_interleave(group, 0),
+                           batch.src_mask.repeat_interleave(group, 0), 8)
+        rows.log_probs(ys[:, :1])
+        for t in range(2, 5):
+            torch.testing.assert_close(shared.log_probs(ys[:, :t]), rows.log_probs(ys[:, :t]))
+        assert all(layer["src"].kv.size(1) == 4 for layer in shared.cache)          # one copy per sentence
+        cross, memory = model.decoder.layers[0].src_attn, shared.memory
+        with pytest.raises(ValueError, match=r"must have 3 rows of `query` for each row of `key` and `value`, got 10, 4 and 4"):
+            cross(torch.zeros(10, 1, 32), memory, memory, batch.src_mask, shared.cache[0]["src"])

@@ -344,6 +344,7 @@ class _EchoDecoder(torch.nn.Module):
     layers = []                                                           # no layers, so the decoding cache is empty
 
     def forward(self, x, memory, src_mask, tgt_mask, cache=None):
+        memory = memory.repeat_interleave(len(x) // len(memory), 0)      # beam search: a sentence's rows share its memory
         t = min(int(x[0, 0]) + 1, memory.size(1) - 1)                    # the position of the token to write next
         return memory[:, t].view(-1, 1, 1)
 

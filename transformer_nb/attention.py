@@ -88,14 +88,17 @@ class MultiHeadedAttention(nn.Module):
     def forward(self, query, key, value, mask=None, cache=None, causal: bool = False):
         """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
         `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
-        `KVCache` for decoding one position at a time (chapter 06)."""
-        _check_inputs(self.d_model, query, key, value, mask, causal)   # shapes only: no tensor is read (below)
+        `KVCache` for decoding one position at a time (chapter 06), whose `group` consecutive rows of `query` may share
+        one row of `key` and `value`."""
+        group = 1 if cache is None else cache.group                    # batch rows of query per row of key
+        _check_inputs(self.d_model, query, key, value, mask, causal, group)   # shapes only: nothing read (below)
         if cache is None:
             q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
         else:
             q, k, v, mask = cache.project(self, query, key, value, mask)   # earlier steps' keys and values kept
         x = self.attend(q, k, v, mask, causal)                         # every head at once: (b, h, len_q, d_k)
-        return self.w_o(self.merge_heads(x))                           # Concat(heads) W^O: (b, len_q, d_model)
+        # Concat(heads) W^O: (b, len_q, d_model); a grouped cache's (sentences, group, d_model): the query's shape
+        return self.w_o(self.merge_heads(x)).view(query.shape)
 
     def project(self, query, key, value):
         "QW^Q, KW^K and VW^V, each split into heads: `(b, len, d_model)` -> `(b, h, len, d_k)`."
@@ -140,46 +143,50 @@ class MultiHeadedAttention(nn.Module):
 # %% ../nbs/02_attention.ipynb #5e1f0a08
 #| code-fold: true
 #| code-summary: Show the code (checking the shapes)
-def _check_inputs(d_model: int, query, key, value, mask=None, causal: bool = False):
-    "Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts."
+def _check_inputs(d_model: int, query, key, value, mask=None, causal: bool = False, group: int = 1):
+    """Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts;
+    `group`: rows of `query` per row of `key` and `value` (1 unless a cache groups them, chapter 06)."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.size(-1) != d_model:
             shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
-    if not query.size(0) == key.size(0) == value.size(0):
-        raise ValueError(f"`query`, `key` and `value` must have the same batch size, got "
+    if not query.size(0) == key.size(0) * group == value.size(0) * group:
+        same = "the same batch size" if group == 1 else f"{group} rows of `query` for each row of `key` and `value`"
+        raise ValueError(f"`query`, `key` and `value` must have {same}, got "
                          f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
     if key.shape[:2] != value.shape[:2]:
         raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
     if mask is not None and causal:
         raise ValueError("give a `mask` or `causal=True`, not both")
-    check_mask(mask, (query.size(0), query.size(1), key.size(1)))     # a boolean tensor that broadcasts
+    check_mask(mask, (key.size(0), query.size(1), key.size(1)))       # a boolean tensor that broadcasts
 
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal: bool = False):
-    """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights). `mask`: a boolean keep-mask
-    that broadcasts to `(..., len_q, len_k)`, or `causal=True`: query `i` attends to keys `j <= i`, by the kernel's
-    own causal mask. bfloat16 inputs on a CPU are computed in float32 and the output cast back."""
+    """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights), or, for up to 8 queries on a
+    CPU without gradients, through `_few_queries`. `mask`: a boolean keep-mask, or an additive one (0 or -inf, which
+    chapter 06's cache makes once), that broadcasts to `(..., len_q, len_k)`; or `causal=True`: query `i` attends to
+    keys `j <= i`, by the kernel's own causal mask. bfloat16 inputs on a CPU are computed in float32, cast back."""
     if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 on a CPU (appendix 13): forward +
         with torch.autocast("cpu", enabled=False):                     # backward is slower in bfloat16 than
             mask = mask.float() if mask is not None and mask.is_floating_point() else mask   # in float32
             out = sdpa_attention(query.float(), key.float(), value.float(), mask, dropout_p, causal)
         return out.to(query.dtype)
-    if query.size(-2) == 1 and query.device.type == "cpu" and dropout_p == 0.0 and not causal:   # decoding
-        return _one_query(query, key, value, mask)
+    if (query.size(-2) <= 8 and query.device.type == "cpu" and not torch.is_grad_enabled() and dropout_p == 0.0
+            and not causal):                                           # a decoding step
+        return _few_queries(query, key, value, mask)
     return F.scaled_dot_product_attention(query, key, value, attn_mask=mask, dropout_p=dropout_p, is_causal=causal)
 
 
-def _one_query(query, key, value, mask=None):
-    """`sdpa_attention` for one query per row (a decoding step's), in three plain operations, which a CPU computes
-    faster than the fused kernel for these shapes (appendix 16)."""
-    scores = query @ key.transpose(-2, -1) * query.size(-1) ** -0.5    # (..., 1, len_k)
+def _few_queries(query, key, value, mask=None):
+    """`sdpa_attention` for a few queries per row (a decoding step's one, or beam search's hypotheses of a sentence in
+    cross-attention), in three plain operations, which appendix 16 times faster on a CPU than the fused kernel."""
+    scores = query @ key.transpose(-2, -1) * query.size(-1) ** -0.5    # (..., len_q, len_k)
     if mask is not None:
         scores = scores + mask if mask.is_floating_point() else scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(-1)
     if mask is not None:                                              # a row with every key masked: zeros, as the
         weights = weights.nan_to_num(0.0)                              # fused kernel gives (softmax gives NaN)
-    return weights @ value                                            # (..., 1, d_v)
+    return weights @ value                                            # (..., len_q, d_v)
 
 
 def store_attention_weights(model: nn.Module, enabled: bool = True):

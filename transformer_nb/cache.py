@@ -15,9 +15,11 @@ __all__ = ['KVCache']
 class KVCache:
     """Projected keys and values `(batch, h, len, d_k)` kept between decoding steps. Self-attention's are written in
     place, one position per step, into one tensor allocated at the first step for `max_length` positions;
-    cross-attention's (`static`) are computed once, from the encoder's output."""
+    cross-attention's (`static`) are computed once, from the encoder's output, and shared by `group` consecutive rows of
+    the batch that translate the same sentence (beam search's hypotheses)."""
     def __init__(self, max_length: int | None = None, static: bool = False):
         self.max_length, self.static, self.kv, self.t = max_length, static, None, 0   # t: positions held
+        self.group = 1
 
     def __len__(self):
         return self.t
@@ -32,7 +34,12 @@ class KVCache:
                 self.kv, self.t = torch.stack([k, v]), k.size(2)       # (2, b, h, len_src, d_k)
                 self.mask = mask if mask is None or mha.store_weights else keep_to_additive(mask, q.dtype)
                 return q, k, v, self.mask
-            return mha.split_heads(mha.projection(query, "q")), self.kv[0], self.kv[1], self.mask
+            if self.group == 1:
+                return mha.split_heads(mha.projection(query, "q")), self.kv[0], self.kv[1], self.mask
+            # one position per row: a sentence's `group` rows are `group` queries on its keys, read once for all
+            # (rows, 1, d_model) -> (sentences, group, h, d_k) -> (sentences, h, group, d_k)
+            q = mha.projection(query, "q").view(-1, self.group, mha.h, mha.d_k).transpose(1, 2)
+            return q, self.kv[0], self.kv[1], self.mask
         b, n, _ = query.shape
         # (b, n, 3 * d_model) -> (b, n, 3, h, d_k) -> (3, b, h, n, d_k): queries, keys, values of the new positions
         qkv = mha.w_qkv(query).view(b, n, 3, mha.h, mha.d_k).permute(2, 0, 3, 1, 4)
@@ -43,7 +50,8 @@ class KVCache:
         return qkv[0], self.kv[0, :, :, : self.t], self.kv[1, :, :, : self.t], mask
 
     def keep(self, index):
-        "Keep the rows `index` of the batch, in that order: written into a second buffer, which the next call reuses."
+        """Keep the rows `index` of the batch, in that order: written into a second buffer, which the next call reuses.
+        For cross-attention, `index` picks sentences (copied into a new tensor)."""
         if self.kv is None:
             return
         if self.static:

@@ -46,7 +46,7 @@ def greedy_decode(model, src, src_mask, max_length: int, start_symbol: int, end_
                     break
                 keep = (~finished).nonzero().squeeze(1)
                 ys, rows, finished = ys[keep], rows[keep], finished[keep]
-                steps.keep(keep)
+                steps.keep(keep, keep)
         out[rows] = ys                                                 # the rows still there (again, after a break)
     ys = out[:, : t + 1]                                               # the columns written
     if end_symbol is None or t == 0:
@@ -108,25 +108,32 @@ def _next_log_probs(model, memory, src_mask, ys, cache=None):
 
 class _ModelSteps:
     """What the decoders ask of a model: the encoder's output once, then, step by step, `log_probs(ys)` `(rows, vocab)`
-    for the token after `ys` `(rows, t)`, and `keep(index)`: go on with the rows `index` only, in that order (beam
-    search repeats each sentence's row for its hypotheses and reorders them; finished rows leave the batch)."""
+    for the token after `ys` `(rows, t)`, and `keep(index, sentences)`: go on with the rows `index` only, in that
+    order (beam search repeats each sentence's row for its hypotheses and reorders them; finished rows leave)."""
     def __init__(self, model, src, src_mask, max_length: int, use_cache: bool = True):
         memory = model.encode(src, src_mask)                           # (batch, len_src, d_model), checked once
         self.model, self.memory, self.src_mask = model, memory, src_mask
         self.cache = _init_cache(model, max_length) if use_cache else None
 
     def log_probs(self, ys):                                           # (rows, t) -> (rows, vocab)
-        return _next_log_probs(self.model, self.memory, self.src_mask, ys, self.cache)
+        memory, src_mask = self.memory, self.src_mask
+        if self.cache is None and len(ys) > len(memory):               # rows grouped by sentence: each its memory
+            group = len(ys) // len(memory)
+            memory = memory.repeat_interleave(group, 0)
+            src_mask = None if src_mask is None else src_mask.repeat_interleave(group, 0)
+        return _next_log_probs(self.model, memory, src_mask, ys, self.cache)
 
-    def keep(self, index, sources: bool = True):
-        "`sources=False`: each row kept is of the same sentence as before (beam search's reordering): the memory stays."
-        if sources:
-            self.memory = self.memory.index_select(0, index)
-            self.src_mask = None if self.src_mask is None else self.src_mask.index_select(0, index)
+    def keep(self, index, sentences=None):
+        """`sentences`: when some sentences leave, the positions of those that go on among the current ones (None: all
+        go on); the rows `index` come in equal groups, one per sentence, in the same order, which share its memory."""
+        if sentences is not None:
+            self.memory = self.memory.index_select(0, sentences)
+            self.src_mask = None if self.src_mask is None else self.src_mask.index_select(0, sentences)
         for layer_cache in self.cache or []:
             layer_cache["self"].keep(index)
-            if sources:
-                layer_cache["src"].keep(index)
+            if sentences is not None:
+                layer_cache["src"].keep(sentences)
+            layer_cache["src"].group = len(index) // len(self.memory)
 
 # %% ../nbs/06_decoding.ipynb #3ae7658b
 # the defaults of beam_search, translate and the translation recipe: chapter 08's beam of 5, and the alpha it keeps
@@ -214,10 +221,10 @@ def beam_search(model, src, src_mask, max_length: int, start_symbol: int, end_sy
                     go = (~over).nonzero().squeeze(1)                    # the sentences searched on
                     alive, alive_lp, best, best_score, best_len, sentence = (
                         x[go] for x in (alive, alive_lp, best, best_score, best_len, sentence))
-                    steps.keep(rows.view(n, k)[go].view(-1))
+                    steps.keep(rows.view(n, k)[go].view(-1), go)
                     width = k
                     continue
-            steps.keep(rows, sources=width < k)                           # each sentence's rows, reordered
+            steps.keep(rows)                                              # each sentence's rows, reordered
             width = k
         if t == max_length - 1:                                           # hypotheses cut off at max_length compete too
             cut = alive_lp[:, 0] / _length_penalty(t, length_penalty)

@@ -54,6 +54,7 @@ class _OnnxSteps:
         rows = src.size(0)                                             # cross: (N, 2, rows, h, len_src, d_k)
         self.past = np.zeros((model.layers, 2, rows, model.h, 0, model.d_k), np.float32)
         self.decoder, self.device = model.decoder, src.device
+        self.sentence_cross, self.sentence_mask, self.group = self.cross, self.mask, 1   # one row per sentence
 
     def log_probs(self, ys):
         "`(rows, vocab)` for the token after `ys` `(rows, t)`; only its last token is fed, at position `t - 1`."
@@ -62,11 +63,17 @@ class _OnnxSteps:
         log_probs, self.past = self.decoder.run(None, inputs)
         return torch.from_numpy(log_probs).to(self.device)
 
-    def keep(self, index, sources: bool = True):
-        index = index.cpu().numpy()
-        self.past = self.past.take(index, axis=2)
-        if sources:
-            self.cross, self.mask = self.cross.take(index, axis=2), self.mask.take(index, axis=0)
+    def keep(self, index, sentences=None):
+        "As `_ModelSteps.keep`; the graph takes the cross-attention keys and values row by row, repeated for a group."
+        self.past = self.past.take(index.cpu().numpy(), axis=2)
+        if sentences is not None:
+            sentences = sentences.cpu().numpy()
+            self.sentence_cross, self.sentence_mask = (self.sentence_cross.take(sentences, axis=2),
+                                                       self.sentence_mask.take(sentences, axis=0))
+        group = len(index) // self.sentence_mask.shape[0]
+        if sentences is not None or group != self.group:              # else the rows' are still right
+            self.cross = np.repeat(self.sentence_cross, group, axis=2)
+            self.mask, self.group = np.repeat(self.sentence_mask, group, axis=0), group
 
 
 def _onnxruntime():
