@@ -88,8 +88,8 @@ class MultiHeadedAttention(nn.Module):
     def forward(self, query, key, value, mask=None, cache=None, causal: bool = False):
         """`query` `(b, len_q, d_model)`, `key`/`value` `(b, len_k, d_model)`, keep-`mask` `(b, 1 or len_q, len_k)`;
         `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
-        `KVCache` for decoding one position at a time (chapter 06), whose `group` consecutive rows of `query` may share
-        one row of `key` and `value`."""
+        `KVCache` for decoding one position at a time (chapter 06); with a grouped one, `group` consecutive rows of
+        `query` share one row of `key`, `value` and `mask`."""
         group = 1 if cache is None else cache.group                    # batch rows of query per row of key
         _check_inputs(self.d_model, query, key, value, mask, causal, group)   # shapes only: nothing read (below)
         if cache is None:
@@ -163,9 +163,10 @@ def _check_inputs(d_model: int, query, key, value, mask=None, causal: bool = Fal
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal: bool = False):
     """`attention`'s output through PyTorch's `scaled_dot_product_attention` (no weights), or, for up to 8 queries on a
-    CPU without gradients, through `_few_queries`. `mask`: a boolean keep-mask, or an additive one (0 or -inf, which
-    chapter 06's cache makes once), that broadcasts to `(..., len_q, len_k)`; or `causal=True`: query `i` attends to
-    keys `j <= i`, by the kernel's own causal mask. bfloat16 inputs on a CPU are computed in float32, cast back."""
+    CPU without gradients, dropout or the causal flag, through `_few_queries`. `mask`: a boolean keep-mask, or an
+    additive one (0 or -inf, which chapter 06's cache makes once), that broadcasts to `(..., len_q, len_k)`; or
+    `causal=True`: query `i` attends to keys `j <= i`, by the kernel's own causal mask. bfloat16 inputs on a CPU are
+    computed in float32, cast back."""
     if query.dtype == torch.bfloat16 and query.device.type == "cpu":   # bfloat16 on a CPU (appendix 13): forward +
         with torch.autocast("cpu", enabled=False):                     # backward is slower in bfloat16 than
             mask = mask.float() if mask is not None and mask.is_floating_point() else mask   # in float32

@@ -216,7 +216,7 @@ class _Step(nn.Module):
 
 class _GraphCache:
     "`KVCache`'s `project` for a graph: the earlier keys and values `kv` given, the new ones joined to them."
-    group = 1                                                          # one row per sentence
+    group = 1                                                          # keys and values for each row of queries
     def __init__(self, kv, static: bool = False):
         self.kv, self.static = kv, static                              # (2, b, h, len, d_k)
 
