@@ -90,11 +90,10 @@ class MultiHeadedAttention(nn.Module):
         `causal=True` instead of a mask: query `i` attends to keys `j <= i` (the decoder, chapter 03); `cache`: a
         `KVCache` for decoding one position at a time (chapter 06); with a grouped one, `group` consecutive rows of
         `query` share one row of `key`, `value` and `mask`."""
-        group = 1 if cache is None else cache.group                    # batch rows of query per row of key
-        _check_inputs(self.d_model, query, key, value, mask, causal, group)   # shapes only: nothing read (below)
         if cache is None:
+            _check_inputs(self.d_model, query, key, value, mask, causal)   # shapes only: no tensor is read (below)
             q, k, v = self.project(query, key, value)                  # each (b, h, len, d_k)
-        else:
+        else:                                                          # the decoders checked their inputs, once
             q, k, v, mask = cache.project(self, query, key, value, mask)   # earlier steps' keys and values kept
         x = self.attend(q, k, v, mask, causal)                         # every head at once: (b, h, len_q, d_k)
         # Concat(heads) W^O: (b, len_q, d_model); a grouped cache's (sentences, group, d_model): the query's shape
@@ -143,22 +142,20 @@ class MultiHeadedAttention(nn.Module):
 # %% ../nbs/02_attention.ipynb #5e1f0a08
 #| code-fold: true
 #| code-summary: Show the code (checking the shapes)
-def _check_inputs(d_model: int, query, key, value, mask=None, causal: bool = False, group: int = 1):
-    """Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts;
-    `group`: rows of `query` per row of `key` and `value` (1 unless a cache groups them, chapter 06)."""
+def _check_inputs(d_model: int, query, key, value, mask=None, causal: bool = False):
+    "Raise a clear error, reading shapes and dtypes only, unless these are inputs `MultiHeadedAttention` accepts."
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3 or t.size(-1) != d_model:
             shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise ValueError(f"`{name}` must have shape (batch, len, d_model={d_model}), got {shape}")
-    if not query.size(0) == key.size(0) * group == value.size(0) * group:
-        same = "the same batch size" if group == 1 else f"{group} rows of `query` for each row of `key` and `value`"
-        raise ValueError(f"`query`, `key` and `value` must have {same}, got "
+    if not query.size(0) == key.size(0) == value.size(0):
+        raise ValueError(f"`query`, `key` and `value` must have the same batch size, got "
                          f"{query.size(0)}, {key.size(0)} and {value.size(0)}")
     if key.shape[:2] != value.shape[:2]:
         raise ValueError(f"`key` and `value` must have the same length, got {key.size(1)} and {value.size(1)}")
     if mask is not None and causal:
         raise ValueError("give a `mask` or `causal=True`, not both")
-    check_mask(mask, (key.size(0), query.size(1), key.size(1)))       # a boolean tensor that broadcasts
+    check_mask(mask, (query.size(0), query.size(1), key.size(1)))     # a boolean tensor that broadcasts
 
 # %% ../nbs/02_attention.ipynb #2f949655
 def sdpa_attention(query, key, value, mask=None, dropout_p: float = 0.0, causal: bool = False):

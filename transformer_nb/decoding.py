@@ -96,7 +96,7 @@ def _init_cache(model, max_length: int) -> list:
 def _next_log_probs(model, memory, src_mask, ys, cache=None):
     """Log-probabilities `(batch, vocab)` of the token after `ys` `(batch, t)`. With a `cache`, only the last token of
     `ys` is fed, at its position `t - 1`, through the decoder stack: the decoders checked their inputs once, before
-    the first step; here attention checks only shapes, and no data is read back."""
+    the first step; here attention checks nothing, and no data is read back."""
     if cache is None:                                                  # recompute every position, causal mask
         out = model.decode(memory, src_mask, ys)                       # (batch, t, d_model)
     else:

@@ -42,8 +42,7 @@ def export_ctranslate2(path, model, tokenizer: Tokenizer, quantization: str | No
                                            ("decoder", model.decoder, model.tgt_embed)):
         s = getattr(spec, side)
         (s.embeddings[0] if side == "encoder" else s.embeddings).weight = _array(embed.lut.weight)
-        table = position.pe[0] if isinstance(position, PositionalEncoding) else position.pe.weight
-        s.position_encodings.encodings = _array(table)                  # sines and cosines, or learned: a table
+        s.position_encodings.encodings = _array(_table(position))       # sines and cosines, or learned: a table
         if _final_norm(c):
             _norm(s.layer_norm, stack.norm)
         for layer_spec, layer in zip(s.layer, stack.layers):
@@ -62,6 +61,11 @@ def export_ctranslate2(path, model, tokenizer: Tokenizer, quantization: str | No
             return spec
 
     return _write_folder(path, overwrite, lambda tmp: Converter().convert(tmp, quantization=quantization, force=True))
+
+
+def _table(position) -> torch.Tensor:
+    "The positional encoding's table `(max_positions, d_model)`, sinusoidal or learned."
+    return position.pe[0] if isinstance(position, PositionalEncoding) else position.pe.weight
 
 
 def _final_norm(config) -> bool:
@@ -152,7 +156,8 @@ def export_onnx(path, model, tokenizer: Tokenizer, overwrite: bool = False):
     """Write `model` into the folder `path` as two ONNX graphs, the encoder (with cross-attention's keys and values)
     and one cached decoder step (the earlier positions' keys and values in, the same one position longer out), and
     the tokenizer beside them; `OnnxModel(path)` runs them. Returns the folder."""
-    _module("onnx", "ONNX")
+    for name in ("onnx", "onnxruntime"):                               # ONNX Runtime loads what is written
+        _module(name, "ONNX")
     path = _check_export(path, model, tokenizer, overwrite)
     c, layer = model.config, model.decoder.layers[0].self_attn
     about = {"tokenizer": tokenizer.state_dict(), "max_positions": c.max_positions, "tgt_vocab": c.tgt_vocab,
@@ -205,8 +210,7 @@ class _Step(nn.Module):
 
     def forward(self, token, position, self_kv, cross_kv, src_mask):
         embed, encoding = self.model.tgt_embed
-        table = encoding.pe[0] if isinstance(encoding, PositionalEncoding) else encoding.pe.weight
-        x = embed(token) + table.index_select(0, position)              # (b, 1, d_model): the token at `position`
+        x = embed(token) + _table(encoding).index_select(0, position)   # (b, 1, d_model): the token at `position`
         caches = [{"self": _GraphCache(kv), "src": _GraphCache(cross, static=True)}
                   for kv, cross in zip(self_kv, cross_kv)]
         memory = x.new_zeros(()).expand(x.size(0), src_mask.size(-1), x.size(-1))   # a shape: the caches hold it
@@ -216,7 +220,6 @@ class _Step(nn.Module):
 
 class _GraphCache:
     "`KVCache`'s `project` for a graph: the earlier keys and values `kv` given, the new ones joined to them."
-    group = 1                                                          # keys and values for each row of queries
     def __init__(self, kv, static: bool = False):
         self.kv, self.static = kv, static                              # (2, b, h, len, d_k)
 
